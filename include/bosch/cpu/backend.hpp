@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file cpu/backend.hpp
+/// The CPU forward pass with per-head attention windows.
+///
+/// A decoder forward (RMSNorm, Q/K/V projections with optional biases and
+/// Q/K norms, RoPE in the model's convention, grouped-query attention,
+/// output projection, SwiGLU FFN, residual adds) in fp32 with Eigen GEMMs
+/// and OpenMP. Attention runs in key tiles with an online softmax; for a
+/// sliding-window head, key tiles wholly outside its window (and its sinks)
+/// are never touched, so an SWA head costs O(n * w), not O(n^2).
+///
+/// Layer-wise entry points (embed, run_layers, logits) let an evaluator keep
+/// the residual stream entering a layer and restart from the lowest layer a
+/// new mask changes.
+
+#include <bosch/model/model.hpp>
+#include <bosch/model/windows.hpp>
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace bosch::cpu {
+
+/// Backend settings.
+struct Options {
+  int threads = 0;  ///< OpenMP threads; 0 = OpenMP's default
+  int tile = 64;    ///< attention key/query tile size
+};
+
+/// The residual stream of one sequence: [n_tokens, hidden] row-major fp32.
+struct Residual {
+  int n_tokens = 0;
+  int hidden = 0;
+  std::vector<float> data;
+  std::size_t bytes() const noexcept { return data.size() * sizeof(float); }
+};
+
+/// What attention statistics to collect during run_layers (static baselines).
+/// Only query rows i with i >= query_begin (or, when `rows` is non-empty, only
+/// the listed rows) contribute.
+struct StatsRequest {
+  int window = 0;          ///< w for the beyond-window mass: keys s <= j <= i - w
+  int sinks = 0;           ///< s: sink keys j < s are excluded from mass and distance
+  int query_begin = 0;     ///< first contributing query row
+  std::vector<int> rows;   ///< explicit contributing rows (sorted); overrides query_begin
+  int period = 0;          ///< > 0: the input repeats with this period (RazorAttention probe)
+};
+
+/// Attention statistics per (layer, query head), summed over contributing
+/// rows; divide by `rows` for means. Index: layer * num_heads + head.
+struct HeadStats {
+  int num_layers = 0;
+  int num_heads = 0;
+  double rows = 0;                         ///< contributing query rows
+  std::vector<double> beyond_window_mass;  ///< sum_i sum_{s<=j<=i-w} a_ij
+  std::vector<double> mean_distance;       ///< sum_i sum_{j>=s} a_ij (i - j)
+  std::vector<double> entropy;             ///< sum_i -sum_j a_ij log a_ij
+  std::vector<double> sink_mass;           ///< sum_i sum_{j<s} a_ij
+  std::vector<double> echo;                ///< period > 0: sum_i sum_{m>=1} a_{i, i-m*period}
+  std::vector<double> induction;           ///< period > 0: sum_i sum_{m>=1} a_{i, i-m*period+1}
+  std::size_t at(int layer, int head) const noexcept {
+    return static_cast<std::size_t>(layer) * static_cast<std::size_t>(num_heads) + static_cast<std::size_t>(head);
+  }
+};
+
+/// The CPU backend. Holds a reference to the model, which must outlive it.
+/// All methods are const and allocate their scratch per call, so one backend
+/// may serve several threads.
+class Backend {
+ public:
+  using Residual = cpu::Residual;
+
+  /// @param model  a loaded model (weights in fp32)
+  /// @param options threads and tile size
+  explicit Backend(const model::Model& model, Options options = {});
+
+  const model::Config& config() const noexcept;
+  const model::Model& model() const noexcept;
+  HeadLayout layout() const;
+
+  /// Token embeddings of `tokens` (the residual stream entering layer 0).
+  /// Throws bosch::invalid_argument for an id outside the vocabulary.
+  Residual embed(std::span<const int> tokens) const;
+
+  /// Runs layers [first, last) on `x` in place. `windows` covers all layers
+  /// (its mask, when non-empty, must have the model's layout). When `stats`
+  /// is given, attention statistics described by `request` are accumulated
+  /// into it (it is resized on first use).
+  void run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
+                  HeadStats* stats = nullptr, const StatsRequest* request = nullptr) const;
+
+  /// Logits at the given positions after the final norm and output
+  /// projection: [positions.size(), vocab] row-major.
+  std::vector<float> logits(const Residual& x, std::span<const int> positions) const;
+
+  /// embed + run_layers(0, L) + logits.
+  std::vector<float> forward(std::span<const int> tokens, const AttentionWindows& windows,
+                             std::span<const int> positions) const;
+
+ private:
+  const model::Model* model_;
+  Options options_;
+};
+
+}  // namespace bosch::cpu

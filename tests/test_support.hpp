@@ -1,0 +1,50 @@
+// Helpers shared by the test suites: the base seed, fixture and model paths.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace bosch::test {
+
+/// Base seed for randomized tests (tests/main.cpp sets it from --seed).
+extern std::uint64_t seed_value;
+inline std::uint64_t seed(std::uint64_t offset = 0) { return seed_value + offset; }
+
+/// True when running under CI (the CI variable is set): data that CI is
+/// supposed to provide must then be present, and its absence fails the test.
+inline bool in_ci() { return std::getenv("CI") != nullptr; }
+
+/// Path of a file under ../shared/fixtures, or empty when the fixtures are not
+/// present. Under CI a missing fixture is a failure, never a quiet skip.
+inline std::filesystem::path fixture(const std::string& relative) {
+  std::filesystem::path p = std::filesystem::path(BOSCH_FIXTURES_DIR) / relative;
+  if (std::filesystem::exists(p)) return p;
+  if (in_ci()) FAIL("fixture missing under CI: " << p.string());
+  MESSAGE("SKIPPED: fixture not present: " << p.string());
+  return {};
+}
+
+/// Path of the default real model (SmolLM2-135M-Instruct Q4_1 GGUF) as cached
+/// by scripts/fetch-model, or empty when not fetched. $BOSCH_MODEL overrides.
+/// Under CI (which runs scripts/fetch-model) a missing model is a failure.
+inline std::filesystem::path default_model() {
+  std::filesystem::path p;
+  if (const char* env = std::getenv("BOSCH_MODEL")) {
+    p = env;
+  } else {
+    const char* cache = std::getenv("BOSCH_CACHE");
+    std::filesystem::path base = cache ? std::filesystem::path(cache)
+                                       : std::filesystem::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".cache" / "bosch";
+    p = base / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+  }
+  if (std::filesystem::exists(p)) return p;
+  if (in_ci()) FAIL("default model missing under CI (run scripts/fetch-model): " << p.string());
+  MESSAGE("SKIPPED: default model not fetched (run scripts/fetch-model): " << p.string());
+  return {};
+}
+
+}  // namespace bosch::test
