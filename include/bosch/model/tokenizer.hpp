@@ -36,6 +36,17 @@ class Tokenizer {
   /// The text one token stands for (decoded bytes; may be a partial UTF-8 sequence).
   std::string piece(int id) const;
 
+  /// The words `text` is split into before BPE (byte_bpe only: the model's
+  /// pre-tokenizer regexes; for spm the whole text is one word). Special tokens
+  /// are not treated specially here.
+  std::vector<std::string> pre_tokenize(std::string_view text) const;
+  /// The id of the token whose text (as stored in the vocabulary: byte-level
+  /// or "▁" form) is `token_text`, or -1.
+  int token_id(std::string_view token_text) const;
+  /// True for control, unknown and unused tokens: the ones decode() omits
+  /// unless asked to keep them. Throws bosch::invalid_argument for a bad id.
+  bool is_special(int id) const;
+
   int vocab_size() const noexcept;
   int bos() const noexcept;
   int eos() const noexcept;

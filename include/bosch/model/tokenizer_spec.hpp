@@ -27,6 +27,14 @@ struct TokenizerSpec {
   int bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = false;             ///< prepend BOS when encoding with add_special
   bool add_space_prefix = true;     ///< SPM: prepend a space ("▁") to the text
+  /// byte_bpe: custom split regexes (PCRE2 syntax, applied in order, matches
+  /// and the text between them both kept) that replace the named `pre`
+  /// pre-tokenizer's when non-empty (a tokenizer.json Split pattern that is
+  /// not one of the known ones).
+  std::vector<std::string> pre_regexes;
+  /// byte_bpe: a pre-tokenized word that is itself a token is not merged
+  /// (tokenizer.json model.ignore_merges). Implied by the Llama-3 pre-tokenizer names.
+  bool ignore_merges = false;
 };
 
 }  // namespace bosch::model
