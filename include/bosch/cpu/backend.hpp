@@ -28,6 +28,10 @@ namespace bosch::cpu {
 struct Options {
   int threads = 0;  ///< OpenMP threads; 0 = OpenMP's default
   int tile = 64;    ///< attention key/query tile size
+  /// Query tile of sliding-window heads; 0 = automatic, min(tile, max(16, w/4))
+  /// (see cpu/attention.hpp). A window at least as long as the sequence runs
+  /// as a full head, so it gives exactly the full-attention result.
+  int swa_tile = 0;
 };
 
 /// The residual stream of one sequence: [n_tokens, hidden] row-major fp32.
@@ -51,6 +55,10 @@ struct StatsRequest {
 
 /// Attention statistics per (layer, query head), summed over contributing
 /// rows; divide by `rows` for means. Index: layer * num_heads + head.
+/// Probabilities a_ij are those of the run (under its windows). `rows` grows
+/// by the number of contributing rows once per run_layers call, so collect
+/// a sequence's statistics in one call over all the layers of interest.
+/// beyond_window_mass is collected only when request.window >= 1.
 struct HeadStats {
   int num_layers = 0;
   int num_heads = 0;
@@ -99,6 +107,27 @@ class Backend {
   /// embed + run_layers(0, L) + logits.
   std::vector<float> forward(std::span<const int> tokens, const AttentionWindows& windows,
                              std::span<const int> positions) const;
+
+  /// The forward pass of several sequences at once: their rows are stacked so
+  /// each projection and FFN is one GEMM over all tokens (better use of the
+  /// cores for short sequences); attention stays within each sequence.
+  /// Result b holds the logits of sequences[b] at positions[b] ([k, vocab]).
+  /// Equal to forward() per sequence up to fp32 rounding (GEMM blocking may
+  /// differ with the stacked size), not necessarily bitwise.
+  std::vector<std::vector<float>> forward_batch(std::span<const std::vector<int>> sequences,
+                                                const AttentionWindows& windows,
+                                                std::span<const std::vector<int>> positions) const;
+
+  /// Bytes of scratch memory one forward over n tokens allocates (activations
+  /// of one layer, RoPE table; excluding the residual stream and logits).
+  std::size_t scratch_bytes(int n) const noexcept;
+
+  /// Floating-point operations of one forward over n tokens with logits at
+  /// `logit_rows` positions: 2 x (layer weights) per token for the
+  /// projections and FFN, 2 x hidden x vocab per logit row, and 4 x head_dim
+  /// per (query head, visible key) for QK^T and PV under `windows`
+  /// (exact visible counts; no credit for the masked tile corners).
+  double flops(int n, int logit_rows, const AttentionWindows& windows) const;
 
  private:
   const model::Model* model_;

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file cpu/attention.hpp
+/// Tiled causal grouped-query attention with a per-KV-head sliding window and
+/// an online softmax (the FlashAttention recurrence, Dao et al. 2022, run on
+/// the CPU), plus the exact attention statistics of the static baselines.
+///
+/// Work is split into items (sequence, KV head, query tile). An item packs the
+/// query rows of all query heads of its KV group (GQA) into one block, scaled
+/// by 1/sqrt(head_dim), and walks the key chunks its rows can see: for a full
+/// head [0, i1); for a sliding-window head with window w and s sinks the keys
+/// [max(0, i0 - w + 1), i1) plus [0, s), where [i0, i1) are the item's query
+/// rows. Keys outside those ranges are never read, so an SWA head costs
+/// O(n (w + tile)) instead of O(n^2). Per chunk: S = Q K^T (Eigen GEMM),
+/// entries invisible to a row set to -inf, running max m and sum l updated,
+/// accumulator rescaled by exp(m_old - m_new) and increased by P V (Eigen
+/// GEMM); at the end out = acc / l. All in fp32. OpenMP over items (largest
+/// first, dynamic schedule) with the thread count in force.
+
+#include <bosch/cpu/backend.hpp>
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace bosch::cpu {
+
+/// Head counts and row strides of the packed Q, K, V and output buffers.
+/// Rows are tokens; query head h occupies columns [h * head_dim, (h+1) *
+/// head_dim) of Q and of the output, KV head g the same columns of K and V.
+struct AttentionShape {
+  int num_heads = 0;          ///< query heads
+  int num_kv_heads = 0;       ///< KV heads; query head h reads KV head h / (num_heads / num_kv_heads)
+  int head_dim = 0;
+  std::size_t q_stride = 0;   ///< floats between rows of Q (>= num_heads * head_dim)
+  std::size_t kv_stride = 0;  ///< floats between rows of K and of V (>= num_kv_heads * head_dim)
+  std::size_t out_stride = 0; ///< floats between rows of the output (>= num_heads * head_dim)
+};
+
+/// The keys one KV head may see. window == 0: full causal attention; window
+/// >= 1: keys i - window < j <= i plus sinks j < sinks.
+struct HeadWindow {
+  int window = 0;
+  int sinks = 0;
+  bool full() const noexcept { return window <= 0; }
+};
+
+/// Tile sizes. Query tiles of `tile` rows for full heads and of `swa_tile`
+/// rows for window heads (0 = automatic: min(tile, max(16, w / 4)) rounded
+/// to a multiple of 8, which bounds the work wasted on the masked corners of
+/// the band at about tile / w); key chunks of at most `tile` keys.
+struct AttentionTiles {
+  int tile = 64;
+  int swa_tile = 0;
+};
+
+/// Work done by one attention call.
+struct AttentionWork {
+  std::size_t scores = 0;  ///< q.k products computed, summed over query heads (rows x keys per chunk)
+  std::size_t items = 0;   ///< work items (sequence, KV head, query tile)
+};
+
+/// The query tile used for a head (see AttentionTiles).
+int query_tile(const AttentionTiles& tiles, const HeadWindow& window);
+
+/// Windowed attention for a batch of sequences stored back to back:
+/// sequence b holds rows [offsets[b], offsets[b+1]) at positions 0, 1, ...
+/// `windows` has one entry per KV head. Writes every output row. Throws
+/// bosch::invalid_argument on inconsistent shapes, offsets or tiles.
+AttentionWork attention(const float* q, const float* k, const float* v, float* out,
+                        std::span<const int> offsets, const AttentionShape& shape,
+                        std::span<const HeadWindow> windows, const AttentionTiles& tiles);
+
+/// Accumulates the attention statistics of one layer of one sequence of n
+/// rows into `stats` (already sized) at `layer`, exactly: for each
+/// contributing row i (see StatsRequest) and query head the probabilities
+/// a_ij over the keys the head sees under `windows` are materialized (scores
+/// by Eigen GEMM in fp32, exponentials in fp32, sums in double) and reduced
+/// to the HeadStats quantities. Does not touch stats.rows.
+void attention_stats(const float* q, const float* k, int n, const AttentionShape& shape,
+                     std::span<const HeadWindow> windows, const StatsRequest& request,
+                     std::span<const int> rows, int layer, HeadStats& stats);
+
+/// The contributing query rows of `request` for a sequence of n rows (sorted,
+/// unique). Throws bosch::invalid_argument for a listed row outside [0, n) or
+/// a negative query_begin.
+std::vector<int> stats_rows(const StatsRequest& request, int n);
+
+}  // namespace bosch::cpu

@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tiled windowed grouped-query attention with an online softmax, and the
+// exact per-head attention statistics.
+
+#include <bosch/cpu/attention.hpp>
+#include <bosch/cpu/kernels.hpp>
+#include <bosch/error.hpp>
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace bosch::cpu {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstStrided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+/// A half-open range of key positions (relative to the sequence).
+struct KeyRange {
+  int begin = 0;
+  int end = 0;
+};
+
+/// The window a head really needs for a sequence of n rows: a window at
+/// least as long as the sequence sees every earlier key, so it runs as a
+/// full head (same tiles, bitwise the same result).
+HeadWindow effective(const HeadWindow& w, int n) {
+  if (w.full() || w.window >= n) return {};
+  return w;
+}
+
+/// Key ranges visible to some row of the query rows [i0, i1) (at most 2).
+int key_ranges(const HeadWindow& w, int i0, int i1, KeyRange out[2]) {
+  if (w.full()) {
+    out[0] = {0, i1};
+    return 1;
+  }
+  const int lo = std::max(0, i0 - w.window + 1);
+  const int s = std::min(w.sinks, i1);
+  if (s >= lo) {
+    out[0] = {0, i1};
+    return 1;
+  }
+  int c = 0;
+  if (s > 0) out[c++] = {0, s};
+  out[c++] = {lo, i1};
+  return c;
+}
+
+/// Visible keys of query row i inside [j0, j1): up to two intervals.
+int row_intervals(const HeadWindow& w, int i, int j0, int j1, KeyRange out[2]) {
+  int c = 0;
+  auto add = [&](int a, int b) {
+    a = std::max(a, j0);
+    b = std::min(b, j1);
+    if (a < b) out[c++] = {a, b};
+  };
+  if (w.full()) {
+    add(0, i + 1);
+    return c;
+  }
+  const int lo = std::max(0, i - w.window + 1);
+  const int s = std::min(w.sinks, lo);  // sinks not already inside the window
+  add(0, s);
+  add(lo, i + 1);
+  return c;
+}
+
+struct Item {
+  int base = 0;   // first row of the sequence in the packed buffers
+  int n = 0;      // rows of the sequence
+  int i0 = 0;     // first query row (relative)
+  int i1 = 0;     // one past the last query row
+  int kv = 0;
+  HeadWindow window;
+  std::size_t keys = 0;  // keys walked (sum of range lengths)
+};
+
+void check_shape(const AttentionShape& s, std::size_t windows) {
+  if (s.num_heads <= 0 || s.num_kv_heads <= 0 || s.head_dim <= 0 || s.num_heads % s.num_kv_heads != 0)
+    throw invalid_argument("bad attention shape: " + std::to_string(s.num_heads) + " query heads, " +
+                               std::to_string(s.num_kv_heads) + " KV heads, head_dim " +
+                               std::to_string(s.head_dim),
+                           "attention");
+  const auto hd = static_cast<std::size_t>(s.head_dim);
+  if (s.q_stride < static_cast<std::size_t>(s.num_heads) * hd ||
+      s.out_stride < static_cast<std::size_t>(s.num_heads) * hd ||
+      s.kv_stride < static_cast<std::size_t>(s.num_kv_heads) * hd)
+    throw invalid_argument("attention row strides smaller than the heads they hold", "attention");
+  if (windows != static_cast<std::size_t>(s.num_kv_heads))
+    throw invalid_argument("attention needs one window per KV head (" + std::to_string(s.num_kv_heads) +
+                               "), got " + std::to_string(windows),
+                           "attention");
+}
+
+}  // namespace
+
+int query_tile(const AttentionTiles& tiles, const HeadWindow& window) {
+  if (window.full()) return tiles.tile;
+  if (tiles.swa_tile > 0) return tiles.swa_tile;
+  int t = std::min(tiles.tile, std::max(16, window.window / 4));
+  t = std::max(8, t / 8 * 8);
+  return std::min(t, tiles.tile);
+}
+
+AttentionWork attention(const float* q, const float* k, const float* v, float* out,
+                        std::span<const int> offsets, const AttentionShape& shape,
+                        std::span<const HeadWindow> windows, const AttentionTiles& tiles) {
+  check_shape(shape, windows.size());
+  if (tiles.tile <= 0 || tiles.swa_tile < 0)
+    throw invalid_argument("attention tile sizes must be positive", "tile");
+  if (offsets.empty() || offsets.front() != 0)
+    throw invalid_argument("sequence offsets must start at 0", "attention");
+  for (std::size_t b = 1; b < offsets.size(); ++b)
+    if (offsets[b] < offsets[b - 1]) throw invalid_argument("sequence offsets must not decrease", "attention");
+  for (const auto& w : windows)
+    if (w.window < 0 || w.sinks < 0) throw invalid_argument("negative window or sink count", "attention");
+
+  const int G = shape.num_heads / shape.num_kv_heads;
+  const int hd = shape.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  // Work items, largest first.
+  std::vector<Item> items;
+  AttentionWork work;
+  int max_rows = 1;
+  for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
+    const int n = offsets[b + 1] - offsets[b];
+    for (int g = 0; g < shape.num_kv_heads; ++g) {
+      const HeadWindow w = effective(windows[g], n);
+      const int t = std::max(1, query_tile(tiles, w));
+      max_rows = std::max(max_rows, t);
+      for (int i0 = 0; i0 < n; i0 += t) {
+        Item it{offsets[b], n, i0, std::min(n, i0 + t), g, w, 0};
+        KeyRange r[2];
+        const int c = key_ranges(w, it.i0, it.i1, r);
+        for (int x = 0; x < c; ++x) it.keys += static_cast<std::size_t>(r[x].end - r[x].begin);
+        work.scores += it.keys * static_cast<std::size_t>(it.i1 - it.i0) * static_cast<std::size_t>(G);
+        items.push_back(it);
+      }
+    }
+  }
+  work.items = items.size();
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return a.keys * static_cast<std::size_t>(a.i1 - a.i0) > b.keys * static_cast<std::size_t>(b.i1 - b.i0);
+  });
+
+  const int tk = tiles.tile;
+  const auto count = static_cast<std::ptrdiff_t>(items.size());
+#pragma omp parallel if (count > 1)
+  {
+    RowMatrix qp(static_cast<Eigen::Index>(G) * max_rows, hd);
+    RowMatrix acc(static_cast<Eigen::Index>(G) * max_rows, hd);
+    RowMatrix s(static_cast<Eigen::Index>(G) * max_rows, tk);
+    std::vector<float> m(static_cast<std::size_t>(G) * max_rows), l(m.size());
+
+#pragma omp for schedule(dynamic, 1)
+    for (std::ptrdiff_t idx = 0; idx < count; ++idx) {
+      const Item& it = items[static_cast<std::size_t>(idx)];
+      const int T = it.i1 - it.i0;
+      const Eigen::Index R = static_cast<Eigen::Index>(G) * T;
+      const HeadWindow& w = it.window;
+      // Pack the group's query rows, scaled: row hh * T + r = query head g*G+hh at position i0+r.
+      for (int hh = 0; hh < G; ++hh)
+        for (int r = 0; r < T; ++r) {
+          const float* src = q + static_cast<std::size_t>(it.base + it.i0 + r) * shape.q_stride +
+                             static_cast<std::size_t>(it.kv * G + hh) * hd;
+          float* dst = qp.data() + (static_cast<std::size_t>(hh) * T + r) * hd;
+          for (int c = 0; c < hd; ++c) dst[c] = src[c] * scale;
+        }
+      auto Q = qp.topRows(R);
+      auto A = acc.topRows(R);
+      A.setZero();
+      std::fill(m.begin(), m.begin() + R, neg_inf);
+      std::fill(l.begin(), l.begin() + R, 0.0f);
+
+      KeyRange ranges[2];
+      const int nr = key_ranges(w, it.i0, it.i1, ranges);
+      for (int ri = 0; ri < nr; ++ri)
+        for (int j0 = ranges[ri].begin; j0 < ranges[ri].end; j0 += tk) {
+          const int len = std::min(tk, ranges[ri].end - j0);
+          const int j1 = j0 + len;
+          const std::size_t col = static_cast<std::size_t>(it.kv) * hd;
+          ConstStrided K(k + static_cast<std::size_t>(it.base + j0) * shape.kv_stride + col, len, hd,
+                         Eigen::OuterStride<>(static_cast<Eigen::Index>(shape.kv_stride)));
+          ConstStrided V(v + static_cast<std::size_t>(it.base + j0) * shape.kv_stride + col, len, hd,
+                         Eigen::OuterStride<>(static_cast<Eigen::Index>(shape.kv_stride)));
+          auto S = s.topLeftCorner(R, len);
+          S.noalias() = Q * K.transpose();
+
+          // Is every key of the chunk visible to every row?
+          bool all_visible = j1 - 1 <= it.i0;
+          if (all_visible && !w.full()) all_visible = j0 > it.i1 - 1 - w.window || j1 <= w.sinks;
+          for (int r = 0; r < T; ++r) {
+            const int i = it.i0 + r;
+            KeyRange vis[2];
+            int nv = 1;
+            if (all_visible) {
+              vis[0] = {j0, j1};
+            } else {
+              nv = row_intervals(w, i, j0, j1, vis);
+            }
+            for (int hh = 0; hh < G; ++hh) {
+              const Eigen::Index row = static_cast<Eigen::Index>(hh) * T + r;
+              float* srow = s.data() + row * tk;
+              if (nv == 0) {  // nothing visible in this chunk
+                std::fill(srow, srow + len, 0.0f);
+                continue;
+              }
+              float mx = neg_inf;
+              for (int x = 0; x < nv; ++x)
+                mx = std::max(mx, Eigen::Map<const Eigen::ArrayXf>(srow + (vis[x].begin - j0),
+                                                                   vis[x].end - vis[x].begin)
+                                      .maxCoeff());
+              const float m_new = std::max(m[row], mx);
+              const float alpha = std::exp(m[row] - m_new);  // 0 when m was -inf
+              float sum = 0.0f;
+              int pos = 0;
+              for (int x = 0; x < nv; ++x) {
+                const int a = vis[x].begin - j0, b = vis[x].end - j0;
+                std::fill(srow + pos, srow + a, 0.0f);
+                sum += exp_shifted(srow + a, static_cast<std::size_t>(b - a), m_new);
+                pos = b;
+              }
+              std::fill(srow + pos, srow + len, 0.0f);
+              l[row] = l[row] * alpha + sum;
+              if (alpha != 1.0f) A.row(row) *= alpha;
+              m[row] = m_new;
+            }
+          }
+          A.noalias() += S * V;
+        }
+      // Normalize and write out.
+      for (int hh = 0; hh < G; ++hh)
+        for (int r = 0; r < T; ++r) {
+          const Eigen::Index row = static_cast<Eigen::Index>(hh) * T + r;
+          float* dst = out + static_cast<std::size_t>(it.base + it.i0 + r) * shape.out_stride +
+                       static_cast<std::size_t>(it.kv * G + hh) * hd;
+          const float inv = 1.0f / l[row];
+          const float* a = acc.data() + row * hd;
+          for (int c = 0; c < hd; ++c) dst[c] = a[c] * inv;
+        }
+    }
+  }
+  return work;
+}
+
+std::vector<int> stats_rows(const StatsRequest& request, int n) {
+  std::vector<int> rows;
+  if (!request.rows.empty()) {
+    for (int r : request.rows) {
+      if (r < 0 || r >= n)
+        throw invalid_argument("statistics row " + std::to_string(r) + " outside the sequence of " +
+                                   std::to_string(n) + " tokens",
+                               "StatsRequest.rows");
+      rows.push_back(r);
+    }
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    return rows;
+  }
+  if (request.query_begin < 0)
+    throw invalid_argument("query_begin must be >= 0, got " + std::to_string(request.query_begin),
+                           "StatsRequest.query_begin");
+  for (int i = request.query_begin; i < n; ++i) rows.push_back(i);
+  return rows;
+}
+
+void attention_stats(const float* q, const float* k, int n, const AttentionShape& shape,
+                     std::span<const HeadWindow> windows, const StatsRequest& request,
+                     std::span<const int> rows, int layer, HeadStats& stats) {
+  check_shape(shape, windows.size());
+  if (stats.num_heads != shape.num_heads || layer < 0 || layer >= stats.num_layers)
+    throw invalid_argument("statistics sized for another model", "HeadStats");
+  if (rows.empty()) return;
+  if (request.window < 0 || request.sinks < 0 || request.period < 0)
+    throw invalid_argument("statistics window, sinks and period must be >= 0", "StatsRequest");
+  const int G = shape.num_heads / shape.num_kv_heads;
+  const int hd = shape.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  constexpr int block = 64;
+  const int s_req = request.sinks;
+  const int w_req = request.window;
+  const int period = request.period;
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int h = 0; h < shape.num_heads; ++h) {
+    const HeadWindow w = effective(windows[static_cast<std::size_t>(h / G)], n);
+    const std::size_t col = static_cast<std::size_t>(h) * hd;
+    const std::size_t kcol = static_cast<std::size_t>(h / G) * hd;
+    double beyond = 0, distance = 0, entropy = 0, sink = 0, echo = 0, induction = 0;
+    RowMatrix qb(block, hd);
+    RowMatrix sc;
+    std::vector<double> p;
+    for (std::size_t b0 = 0; b0 < rows.size(); b0 += block) {
+      const std::size_t b1 = std::min(rows.size(), b0 + block);
+      const auto nb = static_cast<Eigen::Index>(b1 - b0);
+      const int first = rows[b0], last = rows[b1 - 1];
+      // Keys [0, last] are computed (scores of invisible keys are ignored).
+      int lo = 0;
+      if (!w.full() && w.sinks == 0) lo = std::max(0, first - w.window + 1);
+      const int hi = last + 1;
+      for (Eigen::Index r = 0; r < nb; ++r)
+        for (int c = 0; c < hd; ++c)
+          qb(r, c) = q[static_cast<std::size_t>(rows[b0 + r]) * shape.q_stride + col + c] * scale;
+      ConstStrided K(k + static_cast<std::size_t>(lo) * shape.kv_stride + kcol, hi - lo, hd,
+                     Eigen::OuterStride<>(static_cast<Eigen::Index>(shape.kv_stride)));
+      sc.resize(nb, hi - lo);
+      sc.noalias() = qb.topRows(nb) * K.transpose();
+      for (Eigen::Index r = 0; r < nb; ++r) {
+        const int i = rows[b0 + r];
+        KeyRange vis[2];
+        const int nv = row_intervals(w, i, 0, i + 1, vis);
+        const float* srow = sc.data() + r * sc.cols() - lo;  // srow[j] = score of key j
+        float mx = neg_inf;
+        for (int x = 0; x < nv; ++x)
+          for (int j = vis[x].begin; j < vis[x].end; ++j) mx = std::max(mx, srow[j]);
+        p.assign(static_cast<std::size_t>(i) + 1, 0.0);
+        double l = 0.0, weighted = 0.0;
+        for (int x = 0; x < nv; ++x)
+          for (int j = vis[x].begin; j < vis[x].end; ++j) {
+            const float e = std::exp(srow[j] - mx);
+            p[j] = e;
+            l += e;
+            weighted += static_cast<double>(e) * static_cast<double>(srow[j] - mx);
+          }
+        const double inv = 1.0 / l;
+        entropy += std::log(l) - weighted * inv;
+        for (int x = 0; x < nv; ++x)
+          for (int j = vis[x].begin; j < vis[x].end; ++j) {
+            const double a = p[j] * inv;
+            if (j < s_req) {
+              sink += a;
+              continue;
+            }
+            distance += a * static_cast<double>(i - j);
+            if (w_req >= 1 && j <= i - w_req) beyond += a;
+          }
+        if (period > 0)
+          for (int j = i - period; j >= 0; j -= period) {
+            echo += p[j] * inv;
+            if (j + 1 <= i) induction += p[j + 1] * inv;
+          }
+      }
+    }
+    const std::size_t at = stats.at(layer, h);
+    stats.beyond_window_mass[at] += beyond;
+    stats.mean_distance[at] += distance;
+    stats.entropy[at] += entropy;
+    stats.sink_mass[at] += sink;
+    stats.echo[at] += echo;
+    stats.induction[at] += induction;
+  }
+}
+
+}  // namespace bosch::cpu
