@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file model/loader.hpp
+/// The steps of bosch::model::load (model.hpp), for callers that want only a
+/// part (the configuration of a file, the weights without a tokenizer) and
+/// for tests.
+///
+/// Tensor names and the shapes expected, written slowest dimension first
+/// (row-major [out, in] for a linear layer; a GGUF file lists dims fastest
+/// first, so its [in, out] is this [out, in]):
+///
+/// | role            | GGUF                         | Hugging Face                                  | shape          |
+/// |-----------------|------------------------------|-----------------------------------------------|----------------|
+/// | embedding       | token_embd.weight            | model.embed_tokens.weight                     | [vocab, hidden]|
+/// | final norm      | output_norm.weight           | model.norm.weight                             | [hidden]       |
+/// | output          | output.weight (optional)     | lm_head.weight (optional)                     | [vocab, hidden]|
+/// | attn norm       | blk.N.attn_norm.weight       | model.layers.N.input_layernorm.weight         | [hidden]       |
+/// | Q, K, V         | blk.N.attn_{q,k,v}.weight    | model.layers.N.self_attn.{q,k,v}_proj.weight  | [H*d, hidden], [Hkv*d, hidden] |
+/// | Q, K, V biases  | blk.N.attn_{q,k,v}.bias      | model.layers.N.self_attn.{q,k,v}_proj.bias    | [H*d], [Hkv*d] |
+/// | Q/K norms       | blk.N.attn_{q,k}_norm.weight | model.layers.N.self_attn.{q,k}_norm.weight    | [d]            |
+/// | output proj.    | blk.N.attn_output.weight     | model.layers.N.self_attn.o_proj.weight        | [hidden, H*d]  |
+/// | FFN norm        | blk.N.ffn_norm.weight        | model.layers.N.post_attention_layernorm.weight| [hidden]       |
+/// | gate, up        | blk.N.ffn_{gate,up}.weight   | model.layers.N.mlp.{gate,up}_proj.weight      | [ffn, hidden]  |
+/// | down            | blk.N.ffn_down.weight        | model.layers.N.mlp.down_proj.weight           | [hidden, ffn]  |
+///
+/// Biases are required for qwen2 and loaded when present for llama (all
+/// three or none); Q/K norms are required for qwen3. The output projection is
+/// tied to the embedding when it is absent (GGUF), when it is byte-identical to
+/// the embedding (GGUF; loaded once), or as config.json's tie_word_embeddings
+/// says (HF; when unset, when lm_head.weight is absent). Tensors of layers at
+/// or beyond the configured layer count are an error; other extra tensors
+/// (e.g. rope_freqs.weight, handled by config_from_gguf) are ignored.
+
+#include <bosch/model/config.hpp>
+#include <bosch/model/gguf.hpp>
+#include <bosch/model/tokenizer_spec.hpp>
+#include <bosch/model/weights.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace bosch::model {
+
+/// Everything load() reads from a model source, before the Tokenizer is built.
+struct Checkpoint {
+  Config config;
+  Weights weights;
+  TokenizerSpec tokenizer;
+  std::filesystem::path source;  ///< absolute path of the file or directory
+  std::string fingerprint;       ///< fingerprint() of the files read
+  std::vector<std::filesystem::path> files;  ///< the files read, in fingerprint order
+};
+
+/// The configuration in a GGUF file's metadata (general.architecture "llama",
+/// "qwen2" or "qwen3"; <arch>.block_count, embedding_length,
+/// feed_forward_length, attention.head_count, attention.head_count_kv
+/// (default head_count), attention.key_length (default embedding/heads; must
+/// equal attention.value_length and rope.dimension_count when present),
+/// rope.freq_base (10000), rope.scaling.type/factor ("none", "linear"),
+/// attention.layer_norm_rms_epsilon (1e-5), context_length,
+/// vocab_size (default: tokenizer.ggml.tokens count, else token_embd rows)).
+/// RoPE style: interleaved for llama (Q/K rows stay as the converter permuted
+/// them), neox for qwen2/qwen3. A `rope_freqs.weight` tensor (Llama 3.1 RoPE
+/// scaling) is turned back into RopeScaling{"llama3", ...} when it matches that
+/// formula (checked to 1e-3 relative), else rejected. tie_embeddings and
+/// qkv_bias reflect the tensors present. Throws bosch::format_error naming the
+/// file and key.
+Config config_from_gguf(const gguf::File& file);
+
+/// Reads all weights of `config` from a mapped GGUF file, dequantizing each
+/// tensor straight into its fp32 Matrix. Checks every tensor's presence, type
+/// and shape first (format_error naming file and tensor), then allocates.
+Weights weights_from_gguf(const gguf::File& file, const Config& config);
+
+/// Reads a GGUF file (config, weights, tokenizer spec), unmapping it afterwards.
+Checkpoint read_gguf(const std::filesystem::path& path);
+
+/// Reads a Hugging Face checkpoint directory: config.json, tokenizer.json
+/// (through tokenizer_spec_from_json), and model.safetensors, or the shards
+/// listed in model.safetensors.index.json's weight_map, or else every
+/// *.safetensors file in the directory. Tensors of dtype F32, F16 or BF16.
+Checkpoint read_hf(const std::filesystem::path& directory);
+
+/// read_gguf for a file, read_hf for a directory; bosch::file_error when the
+/// path does not exist.
+Checkpoint read_checkpoint(const std::filesystem::path& path);
+
+/// Only the configuration of a model file or directory (no weights are read;
+/// for HF, only config.json plus the tensor names decide tie_embeddings).
+Config read_config(const std::filesystem::path& path);
+
+/// FNV-1a 64 over, for each file in order: its size (8 bytes, little-endian)
+/// and sampled content (the whole file up to 1 MiB; else the first and last
+/// 64 KiB and 32 evenly spaced 4 KiB blocks), as 16 lowercase hex digits.
+/// Stable across machines, independent of paths, cheap (< 0.5 MiB read per file).
+std::string fingerprint(const std::vector<std::filesystem::path>& files);
+
+}  // namespace bosch::model

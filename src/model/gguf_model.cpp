@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: Apache-2.0
+// GGUF file -> Config and Weights (see bosch/model/loader.hpp).
+
+#include "weight_plan.hpp"
+
+#include <bosch/error.hpp>
+#include <bosch/model/loader.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+
+namespace bosch::model {
+
+namespace {
+
+/// Llama 3.1 frequency factor of one rotary pair (the HF formula), as the
+/// divisor of the unscaled frequency.
+double llama3_factor(double freq, const RopeScaling& s) {
+  const double wavelen = 2.0 * std::numbers::pi / freq;
+  const double old_ctx = s.original_max_position;
+  if (wavelen < old_ctx / s.high_freq_factor) return 1.0;
+  if (wavelen > old_ctx / s.low_freq_factor) return s.factor;
+  const double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  return 1.0 / ((1.0 - smooth) / s.factor + smooth);
+}
+
+/// Recovers Llama 3.1 RoPE scaling from llama.cpp's per-pair frequency
+/// factors. The frequencies depend only on factor and on the line
+/// smooth(x) = (old_ctx * x - low) / (high - low), x = 1 / wavelength; with
+/// old_ctx fixed (from metadata, else 8192) two intermediate pairs give low
+/// and high. The result is verified against every factor.
+RopeScaling llama3_from_factors(const std::vector<float>& ff, const Config& c, int old_ctx,
+                                const std::string& where) {
+  RopeScaling s;
+  const double factor = ff.back();
+  if (std::all_of(ff.begin(), ff.end(), [](float x) { return std::abs(x - 1.0f) < 1e-6f; })) return s;
+  s.type = "llama3";
+  s.factor = factor;
+  s.original_max_position = old_ctx;
+  const int half = c.head_dim / 2;
+  std::vector<double> xs, ys;
+  for (int i = 0; i < half; ++i) {
+    const double r = ff[static_cast<std::size_t>(i)];
+    if (r > 1.0 + 1e-4 && r < factor * (1.0 - 1e-4)) {
+      const double freq = std::pow(c.rope_theta, -2.0 * i / c.head_dim);
+      xs.push_back(old_ctx * freq / (2.0 * std::numbers::pi));
+      ys.push_back((1.0 / r - 1.0 / factor) / (1.0 - 1.0 / factor));  // smooth
+    }
+  }
+  if (xs.size() >= 2) {
+    const double slope = (ys.back() - ys.front()) / (xs.back() - xs.front());
+    const double intercept = ys.front() - slope * xs.front();
+    if (slope > 0) {
+      s.low_freq_factor = -intercept / slope;
+      s.high_freq_factor = s.low_freq_factor + 1.0 / slope;
+    }
+  }
+  bool ok = factor > 0 && s.low_freq_factor > 0 && s.high_freq_factor > s.low_freq_factor;
+  for (int i = 0; ok && i < half; ++i) {
+    const double freq = std::pow(c.rope_theta, -2.0 * i / c.head_dim);
+    const double want = ff[static_cast<std::size_t>(i)];
+    ok = std::abs(llama3_factor(freq, s) - want) <= 1e-3 * want;
+  }
+  if (!ok)
+    throw format_error("RoPE frequency factors do not follow the Llama 3.1 scaling formula (unsupported)",
+                       where);
+  return s;
+}
+
+class GgufSource final : public detail::TensorSource {
+ public:
+  explicit GgufSource(const gguf::File& f) : f_(f) {}
+  bool has(const std::string& n) const override { return f_.find_tensor(n) != nullptr; }
+  std::vector<std::uint64_t> shape(const std::string& n) const override {
+    const auto& s = f_.find_tensor(n)->shape;
+    return {s.rbegin(), s.rend()};  // GGUF lists dims fastest first
+  }
+  void check_convertible(const std::string& n) const override {
+    const auto* t = f_.find_tensor(n);
+    if (!can_dequantize(t->ggml_type()))
+      throw format_error("unsupported tensor type " + type_name(t->type) +
+                             " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)",
+                         where_tensor(n));
+  }
+  void read(const std::string& n, std::span<float> dst) const override {
+    const auto* t = f_.find_tensor(n);
+    dequantize(t->ggml_type(), f_.tensor_data(*t), dst);
+  }
+  std::string where_tensor(const std::string& n) const override { return f_.where_tensor(n); }
+
+ private:
+  const gguf::File& f_;
+};
+
+/// Parses "blk.<N>." and returns N, or -1.
+long layer_index(const std::string& name, const std::string& prefix) {
+  if (name.compare(0, prefix.size(), prefix) != 0) return -1;
+  std::size_t i = prefix.size();
+  long n = 0;
+  bool digit = false;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9' && n < 1000000) {
+    n = n * 10 + (name[i] - '0');
+    ++i;
+    digit = true;
+  }
+  return (digit && i < name.size() && name[i] == '.') ? n : -1;
+}
+
+bool identical_tensors(const gguf::File& f, const gguf::TensorInfo& a, const gguf::TensorInfo& b) {
+  if (a.type != b.type || a.shape != b.shape || a.size != b.size) return false;
+  const auto da = f.tensor_data(a), db = f.tensor_data(b);
+  return std::memcmp(da.data(), db.data(), da.size()) == 0;
+}
+
+}  // namespace
+
+Config config_from_gguf(const gguf::File& f) {
+  Config c;
+  const std::string& arch = f.get_string("general.architecture");
+  if (arch == "llama") {
+    c.arch = Arch::llama;
+    c.rope_style = RopeStyle::interleaved;
+  } else if (arch == "qwen2") {
+    c.arch = Arch::qwen2;
+    c.rope_style = RopeStyle::neox;
+  } else if (arch == "qwen3") {
+    c.arch = Arch::qwen3;
+    c.rope_style = RopeStyle::neox;
+  } else {
+    throw format_error("unsupported architecture '" + arch + "' (supported: llama, qwen2, qwen3)",
+                       f.where_key("general.architecture"));
+  }
+  const std::string a = arch + ".";
+  auto key = [&](const char* k) { return a + k; };
+  c.name = f.get_string("general.name", "");
+  auto positive = [&](const std::string& k, int v) {
+    if (v <= 0) throw format_error("must be positive, got " + std::to_string(v), f.where_key(k));
+    return v;
+  };
+  c.num_layers = positive(key("block_count"), f.get_int32(key("block_count")));
+  c.hidden_size = positive(key("embedding_length"), f.get_int32(key("embedding_length")));
+  c.intermediate_size = positive(key("feed_forward_length"), f.get_int32(key("feed_forward_length")));
+  c.num_heads = positive(key("attention.head_count"), f.get_int32(key("attention.head_count")));
+  c.num_kv_heads = positive(key("attention.head_count_kv"),
+                            f.get_int32(key("attention.head_count_kv"), c.num_heads));
+  if (c.num_heads % c.num_kv_heads != 0)
+    throw format_error("head_count " + std::to_string(c.num_heads) + " is not a multiple of head_count_kv " +
+                           std::to_string(c.num_kv_heads),
+                       f.where_key(key("attention.head_count_kv")));
+  if (f.contains(key("attention.key_length"))) {
+    c.head_dim = positive(key("attention.key_length"), f.get_int32(key("attention.key_length")));
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      throw format_error("embedding_length is not a multiple of head_count and key_length is absent",
+                         f.where_key(key("embedding_length")));
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (f.contains(key("attention.value_length")) && f.get_int32(key("attention.value_length")) != c.head_dim)
+    throw format_error("value_length differs from the key length " + std::to_string(c.head_dim) +
+                           " (unsupported)",
+                       f.where_key(key("attention.value_length")));
+  if (f.contains(key("rope.dimension_count")) && f.get_int32(key("rope.dimension_count")) != c.head_dim)
+    throw format_error("partial rotary embedding (dimension_count " +
+                           std::to_string(f.get_int32(key("rope.dimension_count"))) + " != head dim " +
+                           std::to_string(c.head_dim) + ") is not supported",
+                       f.where_key(key("rope.dimension_count")));
+  if (c.head_dim % 2 != 0)
+    throw format_error("odd head dimension " + std::to_string(c.head_dim), f.where_key(key("attention.key_length")));
+  c.max_position = f.get_int32(key("context_length"), 0);
+  c.rms_eps = f.get_float(key("attention.layer_norm_rms_epsilon"), 1e-5);
+  if (!(c.rms_eps > 0.0)) throw format_error("must be positive", f.where_key(key("attention.layer_norm_rms_epsilon")));
+  c.rope_theta = f.get_float(key("rope.freq_base"), 10000.0);
+  if (!(c.rope_theta > 0.0)) throw format_error("must be positive", f.where_key(key("rope.freq_base")));
+
+  const std::string stype = f.get_string(key("rope.scaling.type"), "none");
+  if (stype == "linear") {
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = f.get_float(key("rope.scaling.factor"), 1.0);
+    if (!(c.rope_scaling.factor > 0.0))
+      throw format_error("must be positive", f.where_key(key("rope.scaling.factor")));
+  } else if (stype != "none") {
+    throw format_error("unsupported RoPE scaling type '" + stype + "' (supported: none, linear)",
+                       f.where_key(key("rope.scaling.type")));
+  }
+  if (const auto* rf = f.find_tensor("rope_freqs.weight")) {
+    const std::string where = f.where_tensor("rope_freqs.weight");
+    if (rf->elements() != static_cast<std::uint64_t>(c.head_dim / 2) || rf->ggml_type() != GgmlType::f32)
+      throw format_error("expected " + std::to_string(c.head_dim / 2) + " F32 frequency factors", where);
+    if (c.rope_scaling.type != "none")
+      throw format_error("frequency factors combined with rope.scaling.type '" + stype + "'", where);
+    std::vector<float> ff(static_cast<std::size_t>(rf->elements()));
+    dequantize(GgmlType::f32, f.tensor_data(*rf), ff);
+    const int old_ctx = f.get_int32(key("rope.scaling.original_context_length"), 8192);
+    c.rope_scaling = llama3_from_factors(ff, c, old_ctx, where);
+  }
+
+  // Vocabulary: <arch>.vocab_size, else the token list, else the embedding.
+  const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+  if (f.contains(key("vocab_size"))) {
+    c.vocab_size = positive(key("vocab_size"), f.get_int32(key("vocab_size")));
+  } else if (const auto* tok = f.find("tokenizer.ggml.tokens"); tok && tok->is_array()) {
+    c.vocab_size = static_cast<int>(std::min<std::size_t>(tok->array_size(), 0x7fffffff));
+  } else if (emb && emb->shape.size() == 2 && emb->shape[1] <= 0x7fffffffu) {
+    c.vocab_size = static_cast<int>(emb->shape[1]);
+  }
+  if (c.vocab_size <= 0)
+    throw format_error("no vocabulary size (no vocab_size key, token list or embedding)", f.where_key(key("vocab_size")));
+
+  const gguf::TensorInfo* out = f.find_tensor("output.weight");
+  c.tie_embeddings = out == nullptr || (emb != nullptr && f.mapped() && identical_tensors(f, *emb, *out));
+  c.qkv_bias = c.arch == Arch::qwen2 || f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.qk_norm = c.arch == Arch::qwen3;
+  detail::check_config(c, f.path().string());
+  return c;
+}
+
+Weights weights_from_gguf(const gguf::File& f, const Config& c) {
+  for (const auto& t : f.tensors()) {
+    const long l = layer_index(t.name, "blk.");
+    if (l >= c.num_layers)
+      throw format_error("tensor of layer " + std::to_string(l) + " but the model has " +
+                             std::to_string(c.num_layers) + " layers",
+                         f.where_tensor(t.name));
+  }
+  detail::TensorNames names;
+  names.embedding = "token_embd.weight";
+  names.final_norm = "output_norm.weight";
+  names.output = "output.weight";
+  names.layer = [](int l, const std::string& role) {
+    static const std::pair<const char*, const char*> map[] = {
+        {"attn_norm", "attn_norm.weight"}, {"q", "attn_q.weight"},       {"k", "attn_k.weight"},
+        {"v", "attn_v.weight"},            {"o", "attn_output.weight"},  {"q_bias", "attn_q.bias"},
+        {"k_bias", "attn_k.bias"},         {"v_bias", "attn_v.bias"},    {"q_norm", "attn_q_norm.weight"},
+        {"k_norm", "attn_k_norm.weight"},  {"ffn_norm", "ffn_norm.weight"}, {"gate", "ffn_gate.weight"},
+        {"up", "ffn_up.weight"},           {"down", "ffn_down.weight"}};
+    for (const auto& [r, n] : map)
+      if (role == r) return "blk." + std::to_string(l) + "." + n;
+    return "blk." + std::to_string(l) + "." + role;
+  };
+  detail::WeightOptions opt;
+  opt.output = !c.tie_embeddings;
+  opt.qkv_bias = c.qkv_bias;
+  opt.qk_norm = c.qk_norm;
+  return detail::fill_weights(GgufSource(f), c, names, opt);
+}
+
+Checkpoint read_gguf(const std::filesystem::path& path) {
+  gguf::File f(path);
+  Checkpoint ck;
+  ck.config = config_from_gguf(f);
+  ck.tokenizer = tokenizer_spec_from_gguf(f);
+  ck.weights = weights_from_gguf(f, ck.config);
+  f.release();
+  ck.source = std::filesystem::absolute(path);
+  ck.files = {ck.source};
+  ck.fingerprint = fingerprint(ck.files);
+  return ck;
+}
+
+}  // namespace bosch::model

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hugging Face config.json -> Config (see bosch/model/hf_config.hpp).
+
+#include <bosch/error.hpp>
+#include <bosch/model/hf_config.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace bosch::model {
+
+namespace {
+
+using nlohmann::json;
+
+struct Reader {
+  const json& j;
+  const std::string& where;
+
+  [[noreturn]] void fail(const std::string& msg, const std::string& field) const {
+    throw format_error(msg, where + ": field '" + field + "'");
+  }
+  bool has(const char* key) const { return j.contains(key) && !j[key].is_null(); }
+  int positive_int(const char* key) const {
+    if (!has(key)) fail("missing", key);
+    const json& v = j[key];
+    if (!v.is_number_integer()) fail("not an integer", key);
+    const auto x = v.get<std::int64_t>();
+    if (x <= 0 || x > std::numeric_limits<int>::max())
+      fail("must be a positive 32-bit integer, got " + std::to_string(x), key);
+    return static_cast<int>(x);
+  }
+  int positive_int(const char* key, int fallback) const { return has(key) ? positive_int(key) : fallback; }
+  double number(const json& v, const std::string& field) const {
+    if (!v.is_number()) fail("not a number", field);
+    return v.get<double>();
+  }
+  double positive(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const double x = number(j[key], key);
+    if (!(x > 0.0)) fail("must be positive", key);
+    return x;
+  }
+  bool flag(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j[key].is_boolean()) fail("not a bool", key);
+    return j[key].get<bool>();
+  }
+};
+
+}  // namespace
+
+HfConfig parse_hf_config(std::string_view text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    throw format_error(std::string("not valid JSON: ") + e.what(), where);
+  }
+  if (!j.is_object()) throw format_error("not a JSON object", where);
+  Reader r{j, where};
+  HfConfig out;
+  Config& c = out.config;
+
+  std::string arch;
+  if (r.has("architectures")) {
+    if (!j["architectures"].is_array() || j["architectures"].empty() || !j["architectures"][0].is_string())
+      r.fail("must be a non-empty array of strings", "architectures");
+    arch = j["architectures"][0].get<std::string>();
+  } else if (r.has("model_type")) {
+    if (!j["model_type"].is_string()) r.fail("not a string", "model_type");
+    arch = j["model_type"].get<std::string>();
+  } else {
+    r.fail("missing (neither architectures nor model_type)", "architectures");
+  }
+  const char* arch_field = r.has("architectures") ? "architectures" : "model_type";
+  if (arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "llama" || arch == "mistral") {
+    c.arch = Arch::llama;
+  } else if (arch == "Qwen2ForCausalLM" || arch == "qwen2") {
+    c.arch = Arch::qwen2;
+    c.qkv_bias = true;
+  } else if (arch == "Qwen3ForCausalLM" || arch == "qwen3") {
+    c.arch = Arch::qwen3;
+    c.qk_norm = true;
+  } else {
+    r.fail("unsupported architecture '" + arch +
+               "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+           arch_field);
+  }
+  if (r.has("_name_or_path") && j["_name_or_path"].is_string()) c.name = j["_name_or_path"].get<std::string>();
+
+  c.hidden_size = r.positive_int("hidden_size");
+  c.intermediate_size = r.positive_int("intermediate_size");
+  c.num_layers = r.positive_int("num_hidden_layers");
+  c.num_heads = r.positive_int("num_attention_heads");
+  c.num_kv_heads = r.positive_int("num_key_value_heads", c.num_heads);
+  if (c.num_heads % c.num_kv_heads != 0)
+    r.fail("num_attention_heads " + std::to_string(c.num_heads) + " is not a multiple of " +
+               std::to_string(c.num_kv_heads),
+           "num_key_value_heads");
+  if (r.has("head_dim")) {
+    c.head_dim = r.positive_int("head_dim");
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      r.fail("hidden_size " + std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads",
+             "hidden_size");
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) r.fail("RoPE needs an even head dimension", "head_dim");
+  c.vocab_size = r.positive_int("vocab_size");
+  c.max_position = r.positive_int("max_position_embeddings", 2048);
+  c.rms_eps = r.positive("rms_norm_eps", c.arch == Arch::llama ? 1e-5 : 1e-6);
+  c.rope_theta = r.positive("rope_theta", 10000.0);
+  c.rope_style = RopeStyle::neox;
+
+  if (r.flag("mlp_bias", false)) r.fail("MLP biases are not supported", "mlp_bias");
+  if (c.arch == Arch::llama && r.flag("attention_bias", false))
+    r.fail("attention biases (including the output projection's) are not supported", "attention_bias");
+  if (c.arch == Arch::qwen3 && r.flag("attention_bias", false))
+    r.fail("attention biases are not supported for qwen3", "attention_bias");
+
+  if (r.has("rope_scaling")) {
+    const json& s = j["rope_scaling"];
+    if (!s.is_object()) r.fail("must be an object or null", "rope_scaling");
+    std::string type;
+    for (const char* k : {"rope_type", "type"})
+      if (s.contains(k) && s[k].is_string()) {
+        type = s[k].get<std::string>();
+        break;
+      }
+    auto num = [&](const char* k, double fallback) {
+      if (!s.contains(k) || s[k].is_null()) return fallback;
+      return r.number(s[k], std::string("rope_scaling.") + k);
+    };
+    if (type == "default" || type.empty()) {
+      // plain RoPE
+    } else if (type == "linear") {
+      c.rope_scaling.type = "linear";
+      c.rope_scaling.factor = num("factor", 1.0);
+    } else if (type == "llama3") {
+      c.rope_scaling.type = "llama3";
+      c.rope_scaling.factor = num("factor", 8.0);
+      c.rope_scaling.low_freq_factor = num("low_freq_factor", 1.0);
+      c.rope_scaling.high_freq_factor = num("high_freq_factor", 4.0);
+      c.rope_scaling.original_max_position =
+          static_cast<int>(num("original_max_position_embeddings", 8192));
+    } else {
+      r.fail("unsupported RoPE scaling type '" + type + "' (supported: default, linear, llama3)",
+             "rope_scaling");
+    }
+    if (!(c.rope_scaling.factor > 0.0)) r.fail("factor must be positive", "rope_scaling.factor");
+    if (c.rope_scaling.type == "llama3" &&
+        !(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor &&
+          c.rope_scaling.low_freq_factor > 0.0 && c.rope_scaling.original_max_position > 0))
+      r.fail("needs 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings > 0",
+             "rope_scaling");
+  }
+  if (r.has("tie_word_embeddings")) out.tie_word_embeddings = r.flag("tie_word_embeddings", false);
+  c.tie_embeddings = out.tie_word_embeddings.value_or(false);
+  return out;
+}
+
+HfConfig read_hf_config(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw file_error("cannot open", path.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw file_error("cannot read", path.string());
+  return parse_hf_config(ss.str(), path.string());
+}
+
+}  // namespace bosch::model

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// bosch::model::load and the source dispatch (see bosch/model/model.hpp, loader.hpp).
+
+#include "weight_plan.hpp"
+
+#include <bosch/error.hpp>
+#include <bosch/model/loader.hpp>
+#include <bosch/model/model.hpp>
+
+namespace bosch::model {
+
+namespace {
+void require_exists(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw file_error("no such file or directory", path.string());
+}
+}  // namespace
+
+Checkpoint read_checkpoint(const std::filesystem::path& path) {
+  require_exists(path);
+  if (std::filesystem::is_directory(path)) return read_hf(path);
+  return read_gguf(path);
+}
+
+Config read_config(const std::filesystem::path& path) {
+  require_exists(path);
+  if (std::filesystem::is_directory(path)) return detail::read_hf_config_only(path);
+  return config_from_gguf(gguf::File(path));
+}
+
+Model load(const std::filesystem::path& path) {
+  Checkpoint ck = read_checkpoint(path);
+  Model m;
+  m.config = std::move(ck.config);
+  m.weights = std::move(ck.weights);
+  m.tokenizer = Tokenizer(std::move(ck.tokenizer));
+  m.source = std::move(ck.source);
+  m.fingerprint = std::move(ck.fingerprint);
+  return m;
+}
+
+}  // namespace bosch::model

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// Filling Weights from a tensor source (see weight_plan.hpp).
+
+#include "weight_plan.hpp"
+
+#include <bosch/error.hpp>
+
+#include <limits>
+
+namespace bosch::model::detail {
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+void check_config(const Config& c, const std::string& where) {
+  auto positive = [&](int v, const char* field) {
+    if (v <= 0) throw format_error(std::string(field) + " must be positive, got " + std::to_string(v), where);
+  };
+  positive(c.vocab_size, "vocab_size");
+  positive(c.hidden_size, "hidden_size");
+  positive(c.intermediate_size, "intermediate_size");
+  positive(c.num_layers, "num_layers");
+  positive(c.num_heads, "num_heads");
+  positive(c.num_kv_heads, "num_kv_heads");
+  positive(c.head_dim, "head_dim");
+  if (c.num_heads % c.num_kv_heads != 0)
+    throw format_error("num_heads " + std::to_string(c.num_heads) + " is not a multiple of num_kv_heads " +
+                           std::to_string(c.num_kv_heads),
+                       where);
+  if (c.head_dim % 2 != 0)
+    throw format_error("head_dim " + std::to_string(c.head_dim) + " is odd (RoPE rotates pairs)", where);
+  // Every matrix must be indexable with int rows/cols and size_t elements.
+  const auto lim = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
+  const std::uint64_t qdim = static_cast<std::uint64_t>(c.num_heads) * static_cast<std::uint64_t>(c.head_dim);
+  if (qdim > lim) throw format_error("num_heads * head_dim overflows", where);
+  if (!(c.rms_eps > 0.0)) throw format_error("rms_eps must be positive", where);
+  if (!(c.rope_theta > 0.0)) throw format_error("rope_theta must be positive", where);
+}
+
+namespace {
+
+struct Job {
+  std::string name;
+  std::vector<std::uint64_t> shape;  // expected, slowest first
+  std::vector<float>* vec = nullptr;
+  Matrix* mat = nullptr;
+};
+
+/// Shapes equal up to leading dimensions of size 1 on either side.
+bool same_shape(std::vector<std::uint64_t> a, std::vector<std::uint64_t> b) {
+  auto strip = [](std::vector<std::uint64_t>& s) {
+    std::size_t i = 0;
+    while (i + 1 < s.size() && s[i] == 1) ++i;
+    s.erase(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  strip(a);
+  strip(b);
+  return a == b;
+}
+
+}  // namespace
+
+Weights fill_weights(const TensorSource& src, const Config& c, const TensorNames& names,
+                     const WeightOptions& opt) {
+  Weights w;
+  w.layers.resize(static_cast<std::size_t>(c.num_layers));
+  const auto V = static_cast<std::uint64_t>(c.vocab_size), D = static_cast<std::uint64_t>(c.hidden_size),
+             F = static_cast<std::uint64_t>(c.intermediate_size),
+             Q = static_cast<std::uint64_t>(c.num_heads) * static_cast<std::uint64_t>(c.head_dim),
+             K = static_cast<std::uint64_t>(c.num_kv_heads) * static_cast<std::uint64_t>(c.head_dim),
+             d = static_cast<std::uint64_t>(c.head_dim);
+  std::vector<Job> jobs;
+  auto mat = [&](const std::string& n, Matrix& m, std::uint64_t rows, std::uint64_t cols) {
+    jobs.push_back({n, {rows, cols}, nullptr, &m});
+  };
+  auto vec = [&](const std::string& n, std::vector<float>& v, std::uint64_t len) {
+    jobs.push_back({n, {len}, &v, nullptr});
+  };
+  mat(names.embedding, w.embedding, V, D);
+  for (int l = 0; l < c.num_layers; ++l) {
+    auto& L = w.layers[static_cast<std::size_t>(l)];
+    auto n = [&](const char* role) { return names.layer(l, role); };
+    vec(n("attn_norm"), L.attn_norm, D);
+    mat(n("q"), L.wq, Q, D);
+    mat(n("k"), L.wk, K, D);
+    mat(n("v"), L.wv, K, D);
+    mat(n("o"), L.wo, D, Q);
+    if (opt.qkv_bias) {
+      vec(n("q_bias"), L.bq, Q);
+      vec(n("k_bias"), L.bk, K);
+      vec(n("v_bias"), L.bv, K);
+    }
+    if (opt.qk_norm) {
+      vec(n("q_norm"), L.q_norm, d);
+      vec(n("k_norm"), L.k_norm, d);
+    }
+    vec(n("ffn_norm"), L.ffn_norm, D);
+    mat(n("gate"), L.w_gate, F, D);
+    mat(n("up"), L.w_up, F, D);
+    mat(n("down"), L.w_down, D, F);
+  }
+  vec(names.final_norm, w.final_norm, D);
+  if (opt.output) mat(names.output, w.lm_head, V, D);
+
+  // Pass 1: everything present, convertible and of the configured shape.
+  for (const Job& j : jobs) {
+    if (!src.has(j.name)) throw format_error("missing tensor", src.where_tensor(j.name));
+    src.check_convertible(j.name);
+    const auto s = src.shape(j.name);
+    if (!same_shape(s, j.shape))
+      throw format_error("shape " + shape_text(s) + " does not match the configuration (expected " +
+                             shape_text(j.shape) + ")",
+                         src.where_tensor(j.name));
+  }
+  // Pass 2: allocate and convert straight into the destination buffers.
+  for (const Job& j : jobs) {
+    std::uint64_t n = 1;
+    for (auto x : j.shape) n *= x;
+    if (j.mat) {
+      j.mat->rows = static_cast<int>(j.shape[0]);
+      j.mat->cols = static_cast<int>(j.shape[1]);
+      j.mat->data.resize(static_cast<std::size_t>(n));
+      src.read(j.name, j.mat->data);
+    } else {
+      j.vec->resize(static_cast<std::size_t>(n));
+      src.read(j.name, *j.vec);
+    }
+  }
+  return w;
+}
+
+}  // namespace bosch::model::detail
