@@ -144,6 +144,131 @@ class HeadMask {
   std::vector<std::uint8_t> bits_;
 };
 
+
+// --- set comparisons and text form (search core helpers) ----------------------
+
+namespace detail {
+inline void check_same_layout(const HeadMask& a, const HeadMask& b, const char* what) {
+  if (!(a.layout() == b.layout()))
+    throw invalid_argument("masks have different layouts (" + std::to_string(a.layout().num_layers) +
+                               "x" + std::to_string(a.layout().num_kv_heads) + " vs " +
+                               std::to_string(b.layout().num_layers) + "x" +
+                               std::to_string(b.layout().num_kv_heads) + ")",
+                           what);
+}
+}  // namespace detail
+
+/// Geometrically normalized turnover between the SWA-head sets S(a) and S(b):
+///
+///     T(a, b) = |S(a) \ S(b)| / sqrt(|S(a)| * |S(b)|)
+///
+/// For a lower-ratio mask `a` and a higher-ratio mask `b` this counts the heads
+/// that are SWA at the lower ratio but go back to full attention at the higher
+/// one; a nested (fixed-ranking) family gives 0. The formula is a
+/// reconstruction (research/paper.md section 5: the paper reports a
+/// "geometrically normalized turnover rate" of 26-44% without the formula).
+/// Returns 0 when either set is empty. Throws bosch::invalid_argument when the
+/// layouts differ.
+inline double turnover(const HeadMask& a, const HeadMask& b) {
+  detail::check_same_layout(a, b, "turnover");
+  std::size_t na = 0, nb = 0, only_a = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    na += a[i];
+    nb += b[i];
+    only_a += (a[i] && !b[i]);
+  }
+  if (na == 0 || nb == 0) return 0.0;
+  return static_cast<double>(only_a) / std::sqrt(static_cast<double>(na) * static_cast<double>(nb));
+}
+
+/// Jaccard distance between the SWA-head sets: 1 - |S(a) n S(b)| / |S(a) u S(b)|.
+/// 0 for identical sets (and for two empty sets), 1 for disjoint non-empty
+/// sets. Throws bosch::invalid_argument when the layouts differ.
+inline double jaccard_distance(const HeadMask& a, const HeadMask& b) {
+  detail::check_same_layout(a, b, "jaccard_distance");
+  std::size_t inter = 0, uni = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    inter += (a[i] && b[i]);
+    uni += (a[i] || b[i]);
+  }
+  if (uni == 0) return 0.0;
+  return 1.0 - static_cast<double>(inter) / static_cast<double>(uni);
+}
+
+/// Text grid: one line per layer (layer 0 first), one character per KV head,
+/// `swa_char` for a sliding-window head and `full_char` for full attention;
+/// every line ends with '\n'. Example for 2 layers x 4 KV heads: "S..S\n.SS.\n".
+inline std::string to_grid(const HeadMask& mask, char swa_char = 'S', char full_char = '.') {
+  const auto& lay = mask.layout();
+  std::string out;
+  out.reserve(mask.size() + static_cast<std::size_t>(lay.num_layers));
+  for (int l = 0; l < lay.num_layers; ++l) {
+    for (int k = 0; k < lay.num_kv_heads; ++k) out += mask.swa(l, k) ? swa_char : full_char;
+    out += '\n';
+  }
+  return out;
+}
+
+/// Parses the text grid written by to_grid(): one non-empty line per layer,
+/// each of the same length (= KV heads per layer); `swa_char` marks a SWA head
+/// and `full_char` a full head; '\r' and trailing blank lines are ignored.
+/// `num_query_heads` (the grid does not carry it) defaults to the KV head
+/// count. Throws bosch::format_error (where = `where`, e.g. the file name)
+/// naming the line and column of an unexpected character or a ragged line.
+inline HeadMask mask_from_grid(const std::string& text, int num_query_heads = 0,
+                               const std::string& where = "grid", char swa_char = 'S',
+                               char full_char = '.') {
+  std::vector<std::string> lines;
+  std::string cur;
+  for (char c : text) {
+    if (c == '\r') continue;
+    if (c == '\n') {
+      lines.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) lines.push_back(cur);
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  if (lines.empty()) throw format_error("empty head-mask grid", where);
+  const std::size_t width = lines.front().size();
+  if (width == 0) throw format_error("line 1: empty line in head-mask grid", where);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].size() != width)
+      throw format_error("line " + std::to_string(i + 1) + ": " + std::to_string(lines[i].size()) +
+                             " heads, expected " + std::to_string(width) + " (ragged grid)",
+                         where);
+    for (std::size_t j = 0; j < width; ++j)
+      if (lines[i][j] != swa_char && lines[i][j] != full_char)
+        throw format_error("line " + std::to_string(i + 1) + ", column " + std::to_string(j + 1) +
+                               ": unexpected character '" + std::string(1, lines[i][j]) +
+                               "' (expected '" + std::string(1, swa_char) + "' or '" +
+                               std::string(1, full_char) + "')",
+                           where);
+  }
+  HeadLayout lay{static_cast<int>(lines.size()),
+                 num_query_heads > 0 ? num_query_heads : static_cast<int>(width),
+                 static_cast<int>(width)};
+  if (!lay.valid())
+    throw format_error("grid of " + std::to_string(width) + " KV heads per layer does not fit " +
+                           std::to_string(lay.num_query_heads) + " query heads",
+                       where);
+  HeadMask m(lay);
+  for (int l = 0; l < lay.num_layers; ++l)
+    for (int k = 0; k < lay.num_kv_heads; ++k)
+      m.set(l, k, lines[static_cast<std::size_t>(l)][static_cast<std::size_t>(k)] == swa_char);
+  return m;
+}
+
+/// Number of SWA heads in each layer, layer 0 first.
+inline std::vector<int> layer_counts(const HeadMask& mask) {
+  std::vector<int> out(static_cast<std::size_t>(mask.layout().num_layers));
+  for (int l = 0; l < mask.layout().num_layers; ++l)
+    out[static_cast<std::size_t>(l)] = mask.count_in_layer(l);
+  return out;
+}
+
 }  // namespace bosch
 
 template <>

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file bosch.hpp
+/// The one header users include for the BOSCH search core (header-only):
+///
+/// - bosch::HeadLayout, bosch::HeadMask, turnover, jaccard_distance, text grid (mask.hpp)
+/// - the bosch::Evaluator concept and its optional capabilities (evaluator.hpp)
+/// - bosch::Options, bosch::Result, bosch::EvaluationRecord (options.hpp)
+/// - bosch::Objective: memo, anchors, normalization, loss, log (objective.hpp)
+/// - callbacks: ProgressReporter, EarlyStop, Checkpoint (callbacks.hpp)
+/// - bosch::select(evaluator, options, callbacks...) (search/select.hpp)
+/// - model-free baselines: RAND, BME, INTR, mask_from_scores (baselines/)
+/// - mask files: JSON, DuoAttention-style TSV, text grid (io/mask_io.hpp)
+///
+/// @code
+/// #include <bosch/bosch.hpp>
+/// struct my_eval {
+///   bosch::HeadLayout layout() const { return {28, 16, 8}; }
+///   double evaluate(const bosch::HeadMask& m) { return my_benchmark(m); }
+/// };
+/// my_eval e;
+/// bosch::Options o;
+/// o.target_ratio = 0.5;
+/// o.seed = 42;
+/// bosch::Result r = bosch::select(e, o, bosch::ProgressReporter{});
+/// @endcode
+
+#include <bosch/error.hpp>
+#include <bosch/version.hpp>
+#include <bosch/mask.hpp>
+#include <bosch/evaluator.hpp>
+#include <bosch/options.hpp>
+#include <bosch/objective.hpp>
+#include <bosch/callbacks.hpp>
+#include <bosch/search/checkpoint.hpp>
+#include <bosch/search/select.hpp>
+#include <bosch/baselines/layer.hpp>
+#include <bosch/baselines/ranking.hpp>
+#include <bosch/io/mask_io.hpp>

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file callbacks.hpp
+/// Callbacks of bosch::select, in the ensmallen style: a callback is any
+/// class that implements only the hooks it wants; each hook is detected at
+/// compile time. A hook may return void or something convertible to bool;
+/// returning true asks the search to stop (it then finishes cleanly and
+/// returns the best exact-count mask found so far). Every callback's hook is
+/// called even when an earlier one asked to stop.
+///
+/// Hooks (all optional):
+///
+///     begin_search  (const SearchView&)
+///     end_search    (const SearchView&, const Result&)       // return value ignored
+///     begin_stage   (const SearchView&, Stage)
+///     end_stage     (const SearchView&, Stage)
+///     on_evaluation (const SearchView&, const EvaluationRecord&)  // every new evaluation
+///     on_improvement(const SearchView&, const EvaluationRecord&)  // new best exact-count mask
+///
+/// Built-ins: ProgressReporter (progress lines to a stream), EarlyStop
+/// (patience, target score, wall-clock and evaluation limits) and Checkpoint
+/// (periodic checkpoint files for resume, see search/checkpoint.hpp).
+
+#include <bosch/error.hpp>
+#include <bosch/mask.hpp>
+#include <bosch/options.hpp>
+#include <bosch/search/checkpoint.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace bosch {
+
+/// A read-only snapshot of the search, passed to every hook.
+struct SearchView {
+  HeadLayout layout;                   ///< the evaluator's layout
+  const Options* options = nullptr;    ///< the options of this search
+  std::size_t target_count = 0;        ///< SWA heads of the final mask
+  Stage stage = Stage::anchors;        ///< the current stage
+  std::size_t evaluations = 0;         ///< evaluations so far (log size)
+  std::size_t replayed = 0;            ///< of which replayed from a checkpoint
+  std::size_t cache_hits = 0;          ///< memo hits so far
+  std::size_t planned_evaluations = 0; ///< the search's estimate of its total
+  double best_score = std::numeric_limits<double>::quiet_NaN();  ///< best exact-count score
+  const HeadMask* best_mask = nullptr; ///< its mask (nullptr when none yet)
+  Anchors anchors;                     ///< NaN until evaluated
+  double elapsed_seconds = 0.0;        ///< wall clock since select() began
+  const std::vector<EvaluationRecord>* log = nullptr;  ///< every evaluation so far
+};
+
+namespace detail {
+
+template <class F>
+bool as_stop(F&& f) {
+  if constexpr (std::is_void_v<decltype(f())>) {
+    f();
+    return false;
+  } else {
+    return static_cast<bool>(f());
+  }
+}
+
+// One dispatcher per hook: calls the hook when the callback has it.
+template <class C>
+bool call_begin_search(C& c, const SearchView& v) {
+  if constexpr (requires { c.begin_search(v); }) return as_stop([&] { return c.begin_search(v); });
+  else return false;
+}
+template <class C>
+void call_end_search(C& c, const SearchView& v, const Result& r) {
+  if constexpr (requires { c.end_search(v, r); }) c.end_search(v, r);
+}
+template <class C>
+bool call_begin_stage(C& c, const SearchView& v, Stage s) {
+  if constexpr (requires { c.begin_stage(v, s); }) return as_stop([&] { return c.begin_stage(v, s); });
+  else return false;
+}
+template <class C>
+bool call_end_stage(C& c, const SearchView& v, Stage s) {
+  if constexpr (requires { c.end_stage(v, s); }) return as_stop([&] { return c.end_stage(v, s); });
+  else return false;
+}
+template <class C>
+bool call_on_evaluation(C& c, const SearchView& v, const EvaluationRecord& r) {
+  if constexpr (requires { c.on_evaluation(v, r); })
+    return as_stop([&] { return c.on_evaluation(v, r); });
+  else return false;
+}
+template <class C>
+bool call_on_improvement(C& c, const SearchView& v, const EvaluationRecord& r) {
+  if constexpr (requires { c.on_improvement(v, r); })
+    return as_stop([&] { return c.on_improvement(v, r); });
+  else return false;
+}
+
+inline std::string format_duration(double s) {
+  char buf[32];
+  if (!std::isfinite(s) || s < 0) return "?";
+  if (s < 120) std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 7200) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  return buf;
+}
+
+}  // namespace detail
+
+/// Prints one progress line per `every` evaluations and at each stage start:
+///
+///     bosch [probes] 42/700 evaluations, best 0.8123 (S^ 0.951), 12.3 s elapsed, ETA 3.2 min
+///
+/// "best" is the best score among masks with the target count ("-" before
+/// any). The ETA extrapolates the mean wall time of the evaluations made in
+/// this process (replays excluded) over the planned remainder.
+class ProgressReporter {
+ public:
+  /// @param out   destination stream (kept by reference), default std::cerr.
+  /// @param every print after every `every`-th evaluation (>= 1), default 1.
+  explicit ProgressReporter(std::ostream& out = std::cerr, std::size_t every = 1)
+      : out_(&out), every_(every == 0 ? 1 : every) {}
+
+  void begin_stage(const SearchView& v, Stage s) {
+    *out_ << "bosch: stage " << to_string(s) << " (" << v.evaluations << "/"
+          << v.planned_evaluations << " evaluations)\n";
+  }
+  void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
+    if ((r.index + 1) % every_ == 0) line(v);
+  }
+  void end_search(const SearchView& v, const Result& r) {
+    *out_ << "bosch: done, " << r.evaluations << " evaluations (" << r.cache_hits
+          << " cache hits), score " << r.score << " (S^ " << r.normalized_score << "), "
+          << detail::format_duration(v.elapsed_seconds) << "\n";
+  }
+
+ private:
+  void line(const SearchView& v) {
+    char buf[256];
+    const std::size_t fresh = v.evaluations - v.replayed;
+    const std::size_t left =
+        v.planned_evaluations > v.evaluations ? v.planned_evaluations - v.evaluations : 0;
+    const double eta = fresh > 0 ? v.elapsed_seconds / static_cast<double>(fresh) * static_cast<double>(left)
+                                 : std::numeric_limits<double>::quiet_NaN();
+    std::string best = "-";
+    if (v.best_mask) {
+      std::snprintf(buf, sizeof buf, "%.6g", v.best_score);
+      best = buf;
+      if (std::isfinite(v.anchors.full) && std::isfinite(v.anchors.swa) &&
+          v.anchors.full != v.anchors.swa) {
+        std::snprintf(buf, sizeof buf, " (S^ %.4f)",
+                      (v.best_score - v.anchors.swa) / std::abs(v.anchors.full - v.anchors.swa));
+        best += buf;
+      }
+    }
+    *out_ << "bosch [" << to_string(v.stage) << "] " << v.evaluations << "/"
+          << v.planned_evaluations << " evaluations, best " << best << ", "
+          << detail::format_duration(v.elapsed_seconds) << " elapsed, ETA "
+          << detail::format_duration(eta) << "\n";
+  }
+  std::ostream* out_;
+  std::size_t every_;
+};
+
+/// Stops the search when any enabled criterion is met (each is off by default):
+struct EarlyStop {
+  /// Stop after this many consecutive evaluations without a new best
+  /// exact-count score, counted from the first exact-count evaluation (0 = off).
+  std::size_t patience = 0;
+  /// Stop once the best exact-count score reaches this value (default +inf = off).
+  double target_score = std::numeric_limits<double>::infinity();
+  /// Stop once this much wall-clock time has passed (seconds; 0 = off).
+  double max_seconds = 0.0;
+  /// Stop once this many evaluations are logged (0 = off). Unlike
+  /// Options::max_evaluations this is an interruption: no evaluation is
+  /// reserved for the final mask.
+  std::size_t max_evaluations = 0;
+
+  bool on_evaluation(const SearchView& v, const EvaluationRecord& r) {
+    if (v.best_mask && since_best_ != static_cast<std::size_t>(-1)) ++since_best_;
+    if (max_evaluations > 0 && v.evaluations >= max_evaluations) return true;
+    if (max_seconds > 0 && v.elapsed_seconds >= max_seconds) return true;
+    if (v.best_mask && v.best_score >= target_score) return true;
+    if (patience > 0 && v.best_mask && since_best_ >= patience) return true;
+    return false;
+  }
+  void on_improvement(const SearchView&, const EvaluationRecord&) { since_best_ = 0; }
+
+ private:
+  std::size_t since_best_ = static_cast<std::size_t>(-1);
+};
+
+/// Writes a checkpoint file (search/checkpoint.hpp) atomically every `every`
+/// evaluations and at the end of the search, for Options::resume_from.
+class Checkpoint {
+ public:
+  /// @param path  checkpoint file (its directory must exist).
+  /// @param every write after every `every`-th evaluation (0 = only at the end).
+  explicit Checkpoint(std::filesystem::path path, std::size_t every = 10)
+      : path_(std::move(path)), every_(every) {}
+
+  void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
+    if (every_ > 0 && (r.index + 1) % every_ == 0) write(v, false);
+  }
+  void end_search(const SearchView& v, const Result& r) {
+    write(v, !r.stopped && !r.budget_exhausted);
+  }
+  /// Number of files written so far.
+  std::size_t writes() const noexcept { return writes_; }
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  void write(const SearchView& v, bool complete) {
+    write_checkpoint(path_, v.layout, *v.options, *v.log, complete);
+    ++writes_;
+  }
+  std::filesystem::path path_;
+  std::size_t every_;
+  std::size_t writes_ = 0;
+};
+
+}  // namespace bosch

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file evaluator.hpp
+/// The Evaluator concept (the black-box oracle BOSCH optimizes) and its
+/// optional capabilities, detected with concepts and never required:
+///
+/// - Evaluator:            `e.layout()` -> HeadLayout, `e.evaluate(mask)` -> double
+///                         (higher is better). This is all a user must write.
+/// - HintedEvaluator:      `e.evaluate(mask, hint)`: the search says which mask it
+///                         derived `mask` from and the lowest layer that differs,
+///                         so a transformer evaluator can restart its forward pass
+///                         from a cached residual stream.
+/// - BatchEvaluator:       `e.evaluate_batch(std::span<const HeadMask>)` -> a
+///                         std::vector<double> with one score per mask, in order
+///                         (GPU batching, parallel workers).
+/// - HintedBatchEvaluator: `e.evaluate_batch(masks, hint)`: one hint shared by the
+///                         whole batch (same reference; the minimum first changed
+///                         layer over the batch).
+///
+/// The search produces identical results whichever capabilities the evaluator
+/// has, provided its scores do not depend on how they were requested.
+
+#include <bosch/mask.hpp>
+
+#include <concepts>
+#include <span>
+#include <vector>
+
+namespace bosch {
+
+/// The black-box objective: anything that knows its head layout and scores a
+/// head mask. `evaluate` must be deterministic for the search to be
+/// reproducible (same seed => same result); it is never called twice for the
+/// same mask by bosch::select (results are memoized).
+///
+/// @code
+/// struct my_evaluator {
+///   bosch::HeadLayout layout() const { return {28, 16, 8}; }
+///   double evaluate(const bosch::HeadMask& m) { return run_my_benchmark(m); }
+/// };
+/// @endcode
+template <class E>
+concept Evaluator = requires(E& e, const HeadMask& m) {
+  { e.layout() } -> std::convertible_to<HeadLayout>;
+  { e.evaluate(m) } -> std::convertible_to<double>;  // higher is better
+};
+
+/// What the search knows about a mask it asks to evaluate.
+struct EvaluationHint {
+  /// A mask the evaluator has evaluated before in this process (the search's
+  /// current incumbent or base), or nullptr when none is known.
+  const HeadMask* reference = nullptr;
+  /// The lowest layer in which the mask(s) differ from `*reference`; layers
+  /// 0 .. first_changed_layer-1 are identical, so their activations can be
+  /// reused. Equal to num_layers when the masks are identical; 0 when
+  /// `reference` is nullptr.
+  int first_changed_layer = 0;
+};
+
+/// An Evaluator that accepts a hint (see EvaluationHint). The score must not
+/// depend on the hint.
+template <class E>
+concept HintedEvaluator =
+    Evaluator<E> && requires(E& e, const HeadMask& m, const EvaluationHint& h) {
+      { e.evaluate(m, h) } -> std::convertible_to<double>;
+    };
+
+/// An Evaluator that scores several masks in one call; must return exactly one
+/// score per mask, in order, equal to what evaluate() would return.
+template <class E>
+concept BatchEvaluator = Evaluator<E> && requires(E& e, std::span<const HeadMask> ms) {
+  { e.evaluate_batch(ms) } -> std::convertible_to<std::vector<double>>;
+};
+
+/// A BatchEvaluator that also takes one hint shared by the batch.
+template <class E>
+concept HintedBatchEvaluator =
+    BatchEvaluator<E> && requires(E& e, std::span<const HeadMask> ms, const EvaluationHint& h) {
+      { e.evaluate_batch(ms, h) } -> std::convertible_to<std::vector<double>>;
+    };
+
+/// The lowest layer in which `a` and `b` differ, or num_layers when they are
+/// equal. Throws bosch::invalid_argument when the layouts differ.
+inline int first_changed_layer(const HeadMask& a, const HeadMask& b) {
+  if (!(a.layout() == b.layout()))
+    throw invalid_argument("masks have different layouts", "first_changed_layer");
+  const auto& lay = a.layout();
+  const std::size_t h = static_cast<std::size_t>(lay.num_kv_heads);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return static_cast<int>(i / h);
+  return lay.num_layers;
+}
+
+}  // namespace bosch

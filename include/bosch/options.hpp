@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file options.hpp
+/// Options, Result and the evaluation record of bosch::select.
+///
+/// The paper (research/paper.md) leaves many choices open (its section 7); each
+/// one is an Options field below with a documented default. Defaults marked
+/// [I] are this library's reconstruction, not values read in the paper.
+/// Two open points belong to the evaluator, not to the search: the score S
+/// (accuracy or a continuous proxy, paper section 7 item 5) and whether SWA
+/// heads keep sink tokens (item 6).
+
+#include <bosch/error.hpp>
+#include <bosch/mask.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bosch {
+
+/// Which pipeline select() runs (paper ablations, research/paper.md 2.1).
+enum class Variant {
+  full,    ///< Stage 1 probes, Stage 2 adaptive ratios, Stage 3 grouped selection (BOSCH)
+  single,  ///< Stage 1 probes only, then per-layer counts fixed to the exact target (B-single)
+  multi,   ///< Stage 1, uniform per-layer counts, Stage 3 over one bucket (B-multi)
+  layer,   ///< whole layers as the decision unit (B-layer)
+};
+
+/// The inner black-box solver used for every sub-problem (paper section 7 item 1).
+enum class InnerSolver {
+  swap,       ///< count-preserving swap local search, (1+lambda) [I], default
+  penalized,  ///< free bit flips scored with L = -S^ + alpha * penalty, then repair [I]
+};
+
+/// How Stage 1 turns cascaded probe scores into per-layer drops (paper 7 item 3).
+enum class DropMode {
+  marginal,    ///< drop[l] = score before probing l - best probe score of l (default) [I]
+  cumulative,  ///< drop[l] = S_full - best probe score of l (grows down the cascade)
+};
+
+/// Stage 2 initial mapping of layer weights to ratio levels (paper 7 item 3).
+enum class RatioInit {
+  linear,    ///< level nearest to max - w * (max - min) for weight w in [0,1]
+  quantile,  ///< layers sorted by weight split into equal-size bins, easiest bin at
+             ///< the highest level (default) [I]
+  uniform,   ///< every layer at the level nearest rho*Hkv; shifting alone adapts
+};
+
+/// Stage 3 initial incumbent (paper 7 item 4).
+enum class GroupInit {
+  stage1,  ///< Stage-1 masks resized to the assigned counts (default) [I]
+  random,  ///< seeded random heads with the assigned counts
+  full,    ///< layers of unprocessed buckets stay full attention until their turn;
+           ///< a bucket's start point is its Stage-1 masks resized
+};
+
+/// Scope of the ratio penalty of the penalized solver (paper 7 item 2).
+enum class PenaltyScope {
+  per_layer,  ///< alpha * sum_l ((c_l - k_l) / n_l)^2 over the sub-problem's layers (default) [I]
+  global,     ///< alpha * (rho(z) - rho)^2 on the whole mask, the paper's literal form
+};
+
+/// The stage that requested an evaluation (logged with each record).
+enum class Stage {
+  anchors,  ///< the two anchor evaluations (all full, all SWA)
+  probes,   ///< Stage 1: top-down layer probes
+  ratios,   ///< Stage 2: adaptive ratio assignment (no evaluations)
+  groups,   ///< Stage 3: grouped head selection
+  layers,   ///< the layer variant's search over whole layers
+  repair,   ///< count fix-ups (single and layer variants) and the final evaluation
+};
+inline constexpr std::size_t stage_count = 6;
+
+inline const char* to_string(Stage s) noexcept {
+  switch (s) {
+    case Stage::anchors: return "anchors";
+    case Stage::probes: return "probes";
+    case Stage::ratios: return "ratios";
+    case Stage::groups: return "groups";
+    case Stage::layers: return "layers";
+    case Stage::repair: return "repair";
+  }
+  return "?";
+}
+inline const char* to_string(Variant v) noexcept {
+  switch (v) {
+    case Variant::full: return "full";
+    case Variant::single: return "single";
+    case Variant::multi: return "multi";
+    case Variant::layer: return "layer";
+  }
+  return "?";
+}
+inline const char* to_string(InnerSolver v) noexcept {
+  return v == InnerSolver::swap ? "swap" : "penalized";
+}
+inline const char* to_string(DropMode v) noexcept {
+  return v == DropMode::marginal ? "marginal" : "cumulative";
+}
+inline const char* to_string(RatioInit v) noexcept {
+  switch (v) {
+    case RatioInit::linear: return "linear";
+    case RatioInit::quantile: return "quantile";
+    case RatioInit::uniform: return "uniform";
+  }
+  return "?";
+}
+inline const char* to_string(GroupInit v) noexcept {
+  switch (v) {
+    case GroupInit::stage1: return "stage1";
+    case GroupInit::random: return "random";
+    case GroupInit::full: return "full";
+  }
+  return "?";
+}
+inline const char* to_string(PenaltyScope v) noexcept {
+  return v == PenaltyScope::per_layer ? "per_layer" : "global";
+}
+
+namespace detail {
+template <class T, std::size_t N>
+T parse_enum(std::string_view text, const std::array<T, N>& values, const char* option) {
+  std::string names;
+  for (T v : values) {
+    if (text == to_string(v)) return v;
+    names += names.empty() ? "" : ", ";
+    names += to_string(v);
+  }
+  throw invalid_argument("unknown value '" + std::string(text) + "' (expected one of: " + names + ")",
+                         option);
+}
+}  // namespace detail
+
+/// Parse the names printed by to_string(); throw bosch::invalid_argument naming
+/// the option and the accepted values otherwise (used by the CLI and checkpoints).
+inline Variant parse_variant(std::string_view s) {
+  return detail::parse_enum(
+      s, std::array{Variant::full, Variant::single, Variant::multi, Variant::layer}, "variant");
+}
+inline InnerSolver parse_inner_solver(std::string_view s) {
+  return detail::parse_enum(s, std::array{InnerSolver::swap, InnerSolver::penalized},
+                            "inner_solver");
+}
+inline DropMode parse_drop_mode(std::string_view s) {
+  return detail::parse_enum(s, std::array{DropMode::marginal, DropMode::cumulative}, "drop_mode");
+}
+inline RatioInit parse_ratio_init(std::string_view s) {
+  return detail::parse_enum(
+      s, std::array{RatioInit::linear, RatioInit::quantile, RatioInit::uniform}, "ratio_init");
+}
+inline GroupInit parse_group_init(std::string_view s) {
+  return detail::parse_enum(s, std::array{GroupInit::stage1, GroupInit::random, GroupInit::full},
+                            "group_init");
+}
+inline PenaltyScope parse_penalty_scope(std::string_view s) {
+  return detail::parse_enum(s, std::array{PenaltyScope::per_layer, PenaltyScope::global},
+                            "penalty_scope");
+}
+inline Stage parse_stage(std::string_view s) {
+  return detail::parse_enum(s,
+                            std::array{Stage::anchors, Stage::probes, Stage::ratios, Stage::groups,
+                                       Stage::layers, Stage::repair},
+                            "stage");
+}
+
+/// Every knob of bosch::select. All fields have defaults; only target_ratio
+/// and seed normally need setting. Budgets count evaluator calls on distinct
+/// masks (memoized re-visits are free).
+struct Options {
+  // --- the problem --------------------------------------------------------------
+  /// rho in (0, 1): fraction of KV heads made SWA. The result has exactly
+  /// target_count(layout, rho) = round(rho * L * Hkv) SWA heads.
+  double target_ratio = 0.5;
+  /// Master seed; every random choice derives from it through fixed child
+  /// streams (Boost.Random mt19937_64), so the same seed gives the same mask and
+  /// log on every platform.
+  std::uint64_t seed = 0;
+  /// Which pipeline to run (see Variant).
+  Variant variant = Variant::full;
+  /// Total evaluation budget, anchors included; 0 = unlimited (each stage then
+  /// uses its own budget). When set (>= 3), one evaluation is reserved for
+  /// the final mask, and the search stops early when the rest is spent.
+  std::size_t max_evaluations = 0;
+
+  // --- Stage 1: layer probes (paper 7 item 1) -------------------------------------
+  /// Evaluations per layer probe ("small-budget"); a probe is exhaustive when
+  /// C(Hkv, ceil(rho*Hkv)) <= probe_budget. Default 16 [I].
+  std::size_t probe_budget = 16;
+  /// How probe scores become per-layer drops. Default marginal [I].
+  DropMode drop_mode = DropMode::marginal;
+
+  // --- Stage 2: adaptive ratios (paper 7 item 3) ------------------------------------
+  /// Explicit per-layer ratio levels in [0, 1]; each becomes the count
+  /// ceil(r * Hkv) (deduplicated). Empty (default) = automatic: every count c
+  /// in [0, Hkv] with |c - rho*Hkv| <= level_spread [I].
+  std::vector<double> ratio_levels{};
+  /// Half-width, in heads, of the automatic level set (>= 1). Default 2 [I].
+  int level_spread = 2;
+  /// Initial mapping of weights to levels before shifting. Default quantile
+  /// (rank-based: "sort layers by weight and map them into bins") [I].
+  RatioInit ratio_init = RatioInit::quantile;
+
+  // --- Stage 3: grouped head selection ----------------------------------------------
+  /// Evaluations per chunk (sub-problem) of Stage 3. Default 64 [I].
+  std::size_t chunk_budget = 64;
+  /// Most decision variables (KV heads) per chunk; a bucket is split into
+  /// chunks of consecutive (by layer index) bucket layers, at least one layer
+  /// each. Default 50 (the paper's remark that direct search degrades above
+  /// about 50 variables) [I].
+  int max_vars = 50;
+  /// Passes over all buckets (the paper describes one pass). Default 1 [I].
+  int group_rounds = 1;
+  /// Stage 3 initial incumbent. Default stage1 [I].
+  GroupInit group_init = GroupInit::stage1;
+
+  // --- layer variant -------------------------------------------------------------------
+  /// Evaluations of the whole-layer search; 0 (default) = the number the full
+  /// variant would plan for Stage 1 plus Stage 3 (a like-for-like ablation).
+  std::size_t layer_budget = 0;
+
+  // --- inner solvers (paper 7 items 1-2) -------------------------------------------------
+  /// The solver of every sub-problem. Default swap [I].
+  InnerSolver inner_solver = InnerSolver::swap;
+  /// Enumerate a sub-problem exhaustively when its feasible set (product of
+  /// C(n_l, k_l)) is no larger than its budget. Default true [I].
+  bool exhaustive_when_fits = true;
+  /// Proposals per generation of the (1+lambda) solvers (>= 1). They are
+  /// evaluated together (one evaluate_batch call per batch_size). Default 4 [I].
+  int lambda = 4;
+  /// Generations without a strict improvement before a restart (>= 1): the
+  /// parent restarts from the sub-problem's best, perturbed by the largest
+  /// useful number of moves. Default 8 [I].
+  int restart_after = 8;
+  /// Accept a proposal that ties the parent (plateau moves; memoization keeps
+  /// them from cycling). Default true [I].
+  bool accept_equal = true;
+  /// Ratio-penalty weight alpha of L = -S^ + alpha * penalty (penalized
+  /// solver only; >= 0). With the per-layer scope one missing or extra head in
+  /// a layer of 8 costs alpha/64 on the normalized scale. Default 10 [I].
+  double alpha = 10.0;
+  /// Scope of the penalty. Default per_layer [I].
+  PenaltyScope penalty_scope = PenaltyScope::per_layer;
+  /// Per-variable flip probability of the penalized solver in [0, 1]; 0
+  /// (default) = 1/n for n free variables (at least one flip per proposal).
+  double mutation_rate = 0.0;
+
+  // --- evaluation and output -------------------------------------------------------------
+  /// Most masks per evaluate_batch call (>= 1; batch evaluators only). Does
+  /// not change results. Default 16.
+  std::size_t batch_size = 16;
+  /// Return the best-scoring evaluated mask with exactly the target count
+  /// when it beats the variant's final incumbent. Default true [I].
+  bool return_best_seen = true;
+  /// Checkpoint file to resume from (written by bosch::Checkpoint); empty =
+  /// start afresh. The checkpoint's layout, seed and options (all fields but
+  /// max_evaluations, batch_size and resume_from) must match.
+  std::string resume_from{};
+};
+
+/// Throws bosch::invalid_argument (where = the option's name) unless every
+/// field of `o` is in its domain.
+inline void validate(const Options& o) {
+  auto fail = [](const std::string& msg, const char* field) { throw invalid_argument(msg, field); };
+  if (!(o.target_ratio > 0.0 && o.target_ratio < 1.0))
+    fail("SWA ratio must lie in (0, 1), got " + std::to_string(o.target_ratio), "target_ratio");
+  if (o.max_evaluations != 0 && o.max_evaluations < 3)
+    fail("must be 0 (unlimited) or at least 3 (two anchors and the final mask), got " +
+             std::to_string(o.max_evaluations),
+         "max_evaluations");
+  if (o.probe_budget < 1) fail("must be at least 1", "probe_budget");
+  if (o.chunk_budget < 1) fail("must be at least 1", "chunk_budget");
+  if (o.max_vars < 1) fail("must be at least 1, got " + std::to_string(o.max_vars), "max_vars");
+  if (o.group_rounds < 1)
+    fail("must be at least 1, got " + std::to_string(o.group_rounds), "group_rounds");
+  if (o.level_spread < 1)
+    fail("must be at least 1, got " + std::to_string(o.level_spread), "level_spread");
+  for (double r : o.ratio_levels)
+    if (!(r >= 0.0 && r <= 1.0))
+      fail("every level must lie in [0, 1], got " + std::to_string(r), "ratio_levels");
+  if (o.lambda < 1) fail("must be at least 1, got " + std::to_string(o.lambda), "lambda");
+  if (o.restart_after < 1)
+    fail("must be at least 1, got " + std::to_string(o.restart_after), "restart_after");
+  if (!(o.alpha >= 0.0) || !std::isfinite(o.alpha))
+    fail("must be finite and >= 0, got " + std::to_string(o.alpha), "alpha");
+  if (!(o.mutation_rate >= 0.0 && o.mutation_rate <= 1.0))
+    fail("must lie in [0, 1], got " + std::to_string(o.mutation_rate), "mutation_rate");
+  if (o.batch_size < 1) fail("must be at least 1", "batch_size");
+}
+
+/// One evaluation of the black box, as logged by the objective.
+struct EvaluationRecord {
+  std::size_t index = 0;  ///< 0-based position in the log (= evaluation number)
+  HeadMask mask;          ///< the mask evaluated
+  double score = 0.0;     ///< the evaluator's score (higher is better)
+  Stage stage = Stage::anchors;  ///< the stage that requested it
+  double seconds = 0.0;   ///< wall-clock seconds of the evaluator call (a batch's
+                          ///< time is split evenly over its masks)
+};
+
+/// The two reference scores that normalize S.
+struct Anchors {
+  double full = std::numeric_limits<double>::quiet_NaN();  ///< score of the all-full mask
+  double swa = std::numeric_limits<double>::quiet_NaN();   ///< score of the all-SWA mask
+};
+
+/// What bosch::select returns.
+struct Result {
+  /// The selected mask: exactly target_count(layout, rho) SWA heads.
+  HeadMask mask;
+  /// The evaluator's score of `mask`; NaN only when a callback stopped the
+  /// search before any mask with the target count was evaluated.
+  double score = std::numeric_limits<double>::quiet_NaN();
+  /// (score - S_swa) / (S_full - S_swa), see Objective::normalized.
+  double normalized_score = std::numeric_limits<double>::quiet_NaN();
+  /// Distinct masks scored = size of `log` (replayed ones included).
+  std::size_t evaluations = 0;
+  /// Masks the evaluator actually scored in this process (evaluations minus
+  /// the ones replayed from a checkpoint).
+  std::size_t evaluator_calls = 0;
+  /// Evaluations taken from the resumed checkpoint instead of the evaluator.
+  std::size_t replayed = 0;
+  /// Requests answered by the memo (a mask asked for again).
+  std::size_t cache_hits = 0;
+  /// Evaluations per stage, indexed by static_cast<std::size_t>(Stage).
+  std::array<std::size_t, stage_count> stage_evaluations{};
+  Anchors anchors;
+  /// Stage 1 best probe score per layer (NaN for layers not probed).
+  std::vector<double> layer_scores;
+  /// Stage 1 drop per layer (see DropMode; NaN for layers not probed).
+  std::vector<double> layer_drops;
+  /// Stage 2 weight per layer in [0, 1] (0 = easiest); empty when Stage 2 did not run.
+  std::vector<double> layer_weights;
+  /// Per-layer SWA counts the variant planned (Stage 2 for full, uniform for
+  /// multi, ...); sums to the target count. Empty when the search stopped first.
+  std::vector<int> planned_counts;
+  /// Per-layer SWA counts of `mask`, and the same divided by Hkv.
+  std::vector<int> layer_counts;
+  std::vector<double> layer_ratios;
+  /// Every evaluation in order (replayed ones included).
+  std::vector<EvaluationRecord> log;
+  Variant variant = Variant::full;
+  std::uint64_t seed = 0;
+  double target_ratio = 0.0;
+  std::size_t target_count = 0;
+  /// True when a callback asked to stop; the result is then the best
+  /// exact-count mask found so far (or the current plan completed to the
+  /// exact count, unevaluated, when none was evaluated yet).
+  bool stopped = false;
+  /// True when Options::max_evaluations cut the search short.
+  bool budget_exhausted = false;
+  /// Wall-clock seconds of the whole select() call.
+  double seconds = 0.0;
+};
+
+}  // namespace bosch

@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file select.hpp
+/// bosch::select: the BOSCH search and its ablation variants.
+///
+/// Pipeline of Variant::full (research/paper.md 2):
+///   anchors  evaluate the all-full and all-SWA masks (S_full, S_swa);
+///   Stage 1  top-down cascaded layer probes (search/probes.hpp);
+///   Stage 2  adaptive per-layer counts summing to round(rho*L*Hkv) (search/ratios.hpp);
+///   Stage 3  grouped head selection, buckets easiest first (search/grouped.hpp);
+///   final    the Stage 3 incumbent, or the best evaluated exact-count mask when
+///            it scores higher (Options::return_best_seen); evaluated if needed.
+/// Variant::single: anchors, Stage 1, then the per-layer counts are made
+/// uniform and exact (floor(T/L) per layer, one more for the T mod L layers
+/// with the smallest drops) by resizing the Stage 1 masks (no further search).
+/// Variant::multi: anchors, Stage 1, the same uniform counts, Stage 3 over one
+/// bucket holding every layer.
+/// Variant::layer: anchors, a search over whole layers (floor(T/Hkv) SWA
+/// layers, budget Options::layer_budget), then the remaining T mod Hkv heads
+/// chosen among the full layers' heads by one more sub-problem (budget
+/// Options::probe_budget).
+///
+/// A callback returning true, or Options::max_evaluations, ends the search
+/// early; the result is then the best exact-count mask evaluated, or the
+/// current plan completed to the exact count (evaluated with the reserved
+/// evaluation when the budget ran out, unevaluated after a stop).
+
+#include <bosch/callbacks.hpp>
+#include <bosch/error.hpp>
+#include <bosch/evaluator.hpp>
+#include <bosch/mask.hpp>
+#include <bosch/objective.hpp>
+#include <bosch/options.hpp>
+#include <bosch/search/checkpoint.hpp>
+#include <bosch/search/grouped.hpp>
+#include <bosch/search/probes.hpp>
+#include <bosch/search/ratios.hpp>
+#include <bosch/search/rng.hpp>
+#include <bosch/search/solvers.hpp>
+#include <bosch/search/subproblem.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace bosch {
+
+namespace detail {
+
+template <class E, class... Cbs>
+class search_run {
+ public:
+  search_run(E& evaluator, const Options& options, Cbs&... cbs)
+      : options_(options),
+        layout_(checked_layout(evaluator)),
+        target_(target_count(layout_, options.target_ratio)),
+        obj_(evaluator, target_, options.max_evaluations),
+        cbs_(cbs...),
+        t0_(std::chrono::steady_clock::now()) {}
+
+  Result run() {
+    const Options& o = options_;
+    obj_.set_batch_size(o.batch_size);
+    if (!o.resume_from.empty()) {
+      const CheckpointData d = read_checkpoint(o.resume_from);
+      check_resumable(d, layout_, o, o.resume_from);
+      for (const auto& r : d.log) obj_.add_replay(r.mask, r.score, r.seconds);
+    }
+    obj_.set_observer([this](const EvaluationRecord& r, bool improved) {
+      const SearchView v = view();
+      bool stop = false;
+      std::apply([&](auto&... c) { ((stop |= call_on_evaluation(c, v, r)), ...); }, cbs_);
+      if (improved)
+        std::apply([&](auto&... c) { ((stop |= call_on_improvement(c, v, r)), ...); }, cbs_);
+      return stop;
+    });
+    planned_ = plan();
+    {
+      const SearchView v = view();
+      bool stop = false;
+      std::apply([&](auto&... c) { ((stop |= call_begin_search(c, v)), ...); }, cbs_);
+      if (stop) obj_.request_stop();
+    }
+
+    HeadMask candidate = HeadMask(layout_);
+    bool have_candidate = false;
+    if (begin(Stage::anchors)) {
+      const HeadMask full(layout_), swa = HeadMask::filled(layout_, true);
+      auto sf = obj_.evaluate(full, nullptr, true);
+      auto ss = obj_.evaluate(swa, &full, true);
+      if (sf && ss) obj_.set_anchors(*sf, *ss);
+      end(Stage::anchors);
+    }
+    const bool anchored = std::isfinite(obj_.anchors().full) && std::isfinite(obj_.anchors().swa);
+    if (anchored) {
+      if (o.variant == Variant::layer) have_candidate = run_layer_variant(candidate);
+      else have_candidate = run_head_variants(candidate);
+    }
+    if (!have_candidate) candidate = complete_plan();
+    return finish(candidate);
+  }
+
+ private:
+  static HeadLayout checked_layout(E& e) {
+    const HeadLayout lay = static_cast<HeadLayout>(e.layout());
+    check_layout(lay, "evaluator layout");
+    return lay;
+  }
+
+  SearchView view() const {
+    SearchView v;
+    v.layout = layout_;
+    v.options = &options_;
+    v.target_count = target_;
+    v.stage = obj_.stage();
+    v.evaluations = obj_.evaluations();
+    v.replayed = obj_.replayed();
+    v.cache_hits = obj_.cache_hits();
+    v.planned_evaluations = std::max(planned_, obj_.evaluations());
+    v.best_score = obj_.best_score();
+    v.best_mask = obj_.best_mask();
+    v.anchors = obj_.anchors();
+    v.elapsed_seconds = elapsed();
+    v.log = &obj_.log();
+    return v;
+  }
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+  /// Starts a stage; false when the search is already stopping.
+  bool begin(Stage s) {
+    if (obj_.stopped()) return false;
+    obj_.set_stage(s);
+    const SearchView v = view();
+    bool stop = false;
+    std::apply([&](auto&... c) { ((stop |= call_begin_stage(c, v, s)), ...); }, cbs_);
+    if (stop) obj_.request_stop();
+    return !obj_.stopped();
+  }
+  void end(Stage s) {
+    const SearchView v = view();
+    bool stop = false;
+    std::apply([&](auto&... c) { ((stop |= call_end_stage(c, v, s)), ...); }, cbs_);
+    if (stop) obj_.request_stop();
+  }
+
+  std::size_t layer_budget() const {
+    if (options_.layer_budget > 0) return options_.layer_budget;
+    const std::vector<int> counts =
+        search::uniform_counts(layout_, target_, std::vector<double>(static_cast<std::size_t>(layout_.num_layers), 0.0));
+    std::vector<int> all(static_cast<std::size_t>(layout_.num_layers));
+    for (int l = 0; l < layout_.num_layers; ++l) all[static_cast<std::size_t>(l)] = l;
+    return std::max<std::size_t>(1, search::planned_probe_evaluations(layout_, options_) +
+                                        search::planned_group_evaluations(layout_, counts, {all}, options_));
+  }
+
+  /// The search's estimate of its total evaluations (for progress and ETA).
+  std::size_t plan() const {
+    const Options& o = options_;
+    std::size_t n = 2 + 1;  // anchors + final
+    if (o.variant == Variant::layer) {
+      n += layer_budget();
+      if (target_ % static_cast<std::size_t>(layout_.num_kv_heads) != 0) n += o.probe_budget;
+    } else {
+      n += search::planned_probe_evaluations(layout_, o);
+      if (o.variant != Variant::single) {
+        const std::vector<int> counts = search::uniform_counts(
+            layout_, target_, std::vector<double>(static_cast<std::size_t>(layout_.num_layers), 0.0));
+        std::vector<int> all(static_cast<std::size_t>(layout_.num_layers));
+        for (int l = 0; l < layout_.num_layers; ++l) all[static_cast<std::size_t>(l)] = l;
+        n += search::planned_group_evaluations(layout_, counts, {all}, o);
+      }
+    }
+    if (o.max_evaluations > 0) n = std::min(n, o.max_evaluations);
+    return n;
+  }
+
+  bool run_head_variants(HeadMask& candidate) {
+    const Options& o = options_;
+    if (!begin(Stage::probes)) return false;
+    probes_ = search::run_probes(obj_, o, obj_.anchors().full);
+    end(Stage::probes);
+    if (!probes_->complete) return false;
+
+    if (!begin(Stage::ratios)) return false;
+    if (o.variant == Variant::full) {
+      search::RatioPlan rp = search::assign_ratios(layout_, probes_->drops, target_, o);
+      weights_ = rp.weights;
+      counts_ = rp.counts;
+    } else {
+      weights_ = search::layer_weights(probes_->drops);
+      counts_ = search::uniform_counts(layout_, target_, weights_);
+    }
+    std::vector<std::vector<int>> buckets;
+    if (o.variant == Variant::multi) {
+      std::vector<int> all;
+      for (int l = 0; l < layout_.num_layers; ++l)
+        if (counts_[static_cast<std::size_t>(l)] > 0 && counts_[static_cast<std::size_t>(l)] < layout_.num_kv_heads)
+          all.push_back(l);
+      if (!all.empty()) buckets.push_back(std::move(all));
+    } else if (o.variant == Variant::full) {
+      buckets = search::ratio_buckets(counts_);
+    }
+    // Re-plan now that the counts are known.
+    std::size_t n = obj_.evaluations() + 1;
+    if (o.variant != Variant::single) n += search::planned_group_evaluations(layout_, counts_, buckets, o);
+    planned_ = o.max_evaluations > 0 ? std::min(n, o.max_evaluations) : n;
+    end(Stage::ratios);
+
+    HeadMask incumbent = probes_->cascade;
+    auto prepare = [this](HeadMask& m, int l) {
+      search::resize_layer(m, l, counts_[static_cast<std::size_t>(l)],
+                           probes_->head_values[static_cast<std::size_t>(l)]);
+    };
+    if (o.variant == Variant::single) {
+      for (int l = 0; l < layout_.num_layers; ++l) prepare(incumbent, l);
+      candidate = incumbent;
+      return true;
+    }
+    std::function<void(HeadMask&, int)> prep;
+    if (o.group_init == GroupInit::stage1 || o.variant == Variant::multi) {
+      for (int l = 0; l < layout_.num_layers; ++l) prepare(incumbent, l);
+    } else if (o.group_init == GroupInit::random) {
+      search::engine g = search::make_engine(o.seed, {search::stream_group_init});
+      for (int l = 0; l < layout_.num_layers; ++l) {
+        std::vector<int> k(static_cast<std::size_t>(layout_.num_kv_heads));
+        for (int i = 0; i < layout_.num_kv_heads; ++i) k[static_cast<std::size_t>(i)] = i;
+        search::shuffle(k, g);
+        for (int i = 0; i < layout_.num_kv_heads; ++i)
+          incumbent.set(l, k[static_cast<std::size_t>(i)], i < counts_[static_cast<std::size_t>(l)]);
+      }
+    } else {  // GroupInit::full: layers stay full until their bucket's turn
+      for (int l = 0; l < layout_.num_layers; ++l)
+        for (int k = 0; k < layout_.num_kv_heads; ++k) incumbent.set(l, k, false);
+      prep = [&, prepare](HeadMask& m, int l) {
+        for (int k = 0; k < layout_.num_kv_heads; ++k)
+          m.set(l, k, probes_->cascade.swa(l, k));
+        prepare(m, l);
+      };
+    }
+    if (!begin(Stage::groups)) return false;
+    const bool done = search::run_groups(obj_, o, incumbent, &probes_->cascade, counts_, buckets, prep);
+    end(Stage::groups);
+    if (!done) return false;
+    candidate = incumbent;
+    return true;
+  }
+
+  bool run_layer_variant(HeadMask& candidate) {
+    const Options& o = options_;
+    const int L = layout_.num_layers, H = layout_.num_kv_heads;
+    const int whole = static_cast<int>(target_ / static_cast<std::size_t>(H));
+    const int rest = static_cast<int>(target_ % static_cast<std::size_t>(H));
+    if (!begin(Stage::layers)) return false;
+    search::SubProblem p;
+    p.start = HeadMask(layout_);
+    p.reference = nullptr;
+    p.budget = layer_budget();
+    p.stream = search::derive_seed(o.seed, {search::stream_layers});
+    search::Group g;
+    g.count = whole;
+    for (int l = 0; l < L; ++l) {
+      std::vector<std::size_t> bits;
+      for (int k = 0; k < H; ++k) bits.push_back(p.start.index(l, k));
+      p.units.push_back(std::move(bits));
+      g.units.push_back(l);
+    }
+    p.groups.push_back(std::move(g));
+    search::engine rng(p.stream);
+    p.start = search::apply_state(p, search::random_state(p, rng));
+    p.reference = nullptr;
+    HeadMask full(layout_);
+    p.reference = &full;
+    search::SubResult r = search::solve(obj_, p, o);
+    end(Stage::layers);
+    if (!r.evaluated) return false;
+    counts_.assign(static_cast<std::size_t>(L), 0);
+    for (int l = 0; l < L; ++l) counts_[static_cast<std::size_t>(l)] = r.best.count_in_layer(l);
+    HeadMask incumbent = r.best;
+    if (rest > 0) {
+      if (!begin(Stage::repair)) return false;
+      search::SubProblem q;
+      q.budget = o.probe_budget;
+      q.stream = search::derive_seed(o.seed, {search::stream_remainder});
+      search::Group rg;
+      rg.count = rest;
+      for (int l = 0; l < L; ++l) {
+        if (incumbent.count_in_layer(l) != 0) continue;
+        for (int k = 0; k < H; ++k) {
+          rg.units.push_back(static_cast<int>(q.units.size()));
+          q.units.push_back({incumbent.index(l, k)});
+        }
+      }
+      q.groups.push_back(std::move(rg));
+      q.start = incumbent;
+      search::engine rr(q.stream);
+      q.start = search::apply_state(q, search::random_state(q, rr));
+      q.reference = &r.best;
+      search::SubResult r2 = search::solve(obj_, q, o);
+      end(Stage::repair);
+      if (!r2.evaluated) return false;
+      incumbent = r2.best;
+      for (int l = 0; l < L; ++l) counts_[static_cast<std::size_t>(l)] = incumbent.count_in_layer(l);
+    }
+    candidate = incumbent;
+    return true;
+  }
+
+  /// An exact-count mask from whatever state the search reached (used when it
+  /// stopped early): planned counts when known, else uniform counts by the
+  /// drops known so far; layers resized by the Stage 1 head values.
+  HeadMask complete_plan() {
+    const int L = layout_.num_layers;
+    HeadMask m = probes_ ? probes_->cascade : HeadMask(layout_);
+    std::vector<int> counts = counts_;
+    if (counts.size() != static_cast<std::size_t>(L) ||
+        static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), 0)) != target_) {
+      std::vector<double> w = probes_ ? search::layer_weights(probes_->drops)
+                                      : std::vector<double>(static_cast<std::size_t>(L), 0.0);
+      counts = search::uniform_counts(layout_, target_, w);
+    }
+    for (int l = 0; l < L; ++l)
+      search::resize_layer(m, l, counts[static_cast<std::size_t>(l)],
+                           probes_ ? probes_->head_values[static_cast<std::size_t>(l)] : std::vector<double>{});
+    return m;
+  }
+
+  Result finish(const HeadMask& candidate) {
+    const Options& o = options_;
+    HeadMask chosen = candidate;
+    std::optional<double> score = obj_.cached(candidate);
+    if (o.return_best_seen && obj_.best_mask() && (!score || obj_.best_score() > *score)) {
+      chosen = *obj_.best_mask();
+      score = obj_.best_score();
+    }
+    if (!score && !obj_.stopped()) {
+      obj_.set_stage(Stage::repair);
+      const HeadMask* ref = probes_ ? &probes_->cascade : nullptr;
+      score = obj_.evaluate(chosen, ref, true);
+    }
+    Result res;
+    res.mask = chosen;
+    if (score) {
+      res.score = *score;
+      res.normalized_score = obj_.normalized(*score);
+    }
+    res.evaluations = obj_.evaluations();
+    res.evaluator_calls = obj_.evaluator_calls();
+    res.replayed = obj_.replayed();
+    res.cache_hits = obj_.cache_hits();
+    res.stage_evaluations = obj_.stage_evaluations();
+    res.anchors = obj_.anchors();
+    const std::size_t L = static_cast<std::size_t>(layout_.num_layers);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    res.layer_scores = probes_ ? probes_->scores : std::vector<double>(L, nan);
+    res.layer_drops = probes_ ? probes_->drops : std::vector<double>(L, nan);
+    res.layer_weights = weights_;
+    if (counts_.size() == L &&
+        static_cast<std::size_t>(std::accumulate(counts_.begin(), counts_.end(), 0)) == target_)
+      res.planned_counts = counts_;
+    res.layer_counts = layer_counts(chosen);
+    for (int c : res.layer_counts) res.layer_ratios.push_back(static_cast<double>(c) / layout_.num_kv_heads);
+    res.log = obj_.log();
+    res.variant = o.variant;
+    res.seed = o.seed;
+    res.target_ratio = o.target_ratio;
+    res.target_count = target_;
+    res.stopped = obj_.stopped();
+    res.budget_exhausted = obj_.budget_exhausted();
+    res.seconds = elapsed();
+    const SearchView v = view();
+    std::apply([&](auto&... c) { (call_end_search(c, v, res), ...); }, cbs_);
+    return res;
+  }
+
+  Options options_;
+  HeadLayout layout_;
+  std::size_t target_;
+  Objective<E> obj_;
+  std::tuple<Cbs&...> cbs_;
+  std::chrono::steady_clock::time_point t0_;
+  std::size_t planned_ = 0;
+  std::optional<search::ProbeResult> probes_;
+  std::vector<double> weights_;
+  std::vector<int> counts_;
+};
+
+}  // namespace detail
+
+/// Selects which KV heads become sliding-window heads (BOSCH).
+///
+/// @param evaluator the black box: any type modelling bosch::Evaluator (optional
+///                  capabilities: HintedEvaluator, BatchEvaluator,
+///                  HintedBatchEvaluator); kept by reference during the call.
+/// @param options   see bosch::Options (validated: bosch::invalid_argument).
+/// @param callbacks any number of callback objects (see callbacks.hpp).
+/// @return the mask with exactly target_count(layout, rho) SWA heads, its
+///         score, per-layer diagnostics and the evaluation log.
+/// @throws bosch::invalid_argument for bad options or an invalid layout,
+///         bosch::format_error / bosch::file_error for an unreadable or
+///         mismatching checkpoint, bosch::error for a non-finite score, and
+///         whatever the evaluator throws.
+template <class E, class... Callbacks>
+Result select(E& evaluator, const Options& options, Callbacks&&... callbacks) {
+  static_assert(Evaluator<E>,
+                "bosch::select: the evaluator type must provide layout() returning something "
+                "convertible to bosch::HeadLayout and evaluate(const HeadMask&) returning "
+                "something convertible to double (higher is better); see bosch/evaluator.hpp");
+  if constexpr (Evaluator<E>) {
+    validate(options);
+    detail::search_run<E, std::remove_reference_t<Callbacks>...> run(evaluator, options,
+                                                                      callbacks...);
+    return run.run();
+  } else {
+    return Result{};
+  }
+}
+
+}  // namespace bosch
