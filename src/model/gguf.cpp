@@ -232,10 +232,12 @@ File::File(const std::filesystem::path& path) : path_(path), map_(path) {
   const auto n_kv = c.read<std::uint64_t>("header (metadata count)");
   // A metadata pair takes at least 8 + 4 + 1 bytes, a tensor info 8 + 4 + 4 + 8.
   if (n_kv > c.remaining() / 13)
-    c.fail("metadata count " + std::to_string(n_kv) + " exceeds what the file can hold",
+    c.fail("truncated or corrupt: metadata count " + std::to_string(n_kv) + " exceeds what the " +
+               std::to_string(c.remaining()) + " bytes left can hold",
            "header (metadata count)");
   if (n_tensors > c.remaining() / 24)
-    c.fail("tensor count " + std::to_string(n_tensors) + " exceeds what the file can hold",
+    c.fail("truncated or corrupt: tensor count " + std::to_string(n_tensors) + " exceeds what the " +
+               std::to_string(c.remaining()) + " bytes left can hold",
            "header (tensor count)");
 
   // ---- metadata
