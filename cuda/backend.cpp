@@ -1,0 +1,648 @@
+// SPDX-License-Identifier: Apache-2.0
+// bosch::cuda::Backend: weight upload, the layer loop over packed sequences
+// (cuBLAS GEMMs + the kernels of kernels.hpp), logits at chosen rows.
+
+#include "blas_check.hpp"
+#include "check.hpp"
+#include "kernels.hpp"
+#include "memory.hpp"
+#include "plan.hpp"
+
+#include <bosch/cpu/rope.hpp>
+#include <bosch/cuda/backend.hpp>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <mutex>
+#include <string>
+
+namespace bosch::cuda {
+
+using detail::DeviceBuffer;
+using detail::DeviceGuard;
+using detail::StreamBuffer;
+
+namespace {
+
+void check_matrix(const model::Matrix& m, int rows, int cols, const std::string& name) {
+  if (m.rows != rows || m.cols != cols ||
+      m.data.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols))
+    throw invalid_argument("shape [" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + "] (" +
+                           std::to_string(m.data.size()) + " values), expected [" +
+                           std::to_string(rows) + ", " + std::to_string(cols) + "]",
+                       "tensor '" + name + "'");
+}
+
+void check_vector(const std::vector<float>& v, std::size_t n, const std::string& name) {
+  if (v.size() != n)
+    throw invalid_argument(std::to_string(v.size()) + " values, expected " + std::to_string(n),
+                       "tensor '" + name + "'");
+}
+
+// GGUF tensor names, as the CPU backend's messages use them.
+std::string layer_name(int l, const char* what) {
+  return "blk." + std::to_string(l) + "." + what;
+}
+
+// Rows of several [*, cols] matrices stacked, converted to the 16-bit type, uploaded.
+DeviceBuffer upload_half(std::initializer_list<const model::Matrix*> parts, DType dtype,
+                         const std::string& name) {
+  std::size_t count = 0;
+  for (const auto* m : parts) count += m->data.size();
+  std::vector<std::uint16_t> host(count);
+  std::size_t at = 0;
+  for (const auto* m : parts)
+    for (float f : m->data) host[at++] = to_half_bits(f, dtype);
+  DeviceBuffer buffer(count * sizeof(std::uint16_t), "weights '" + name + "'");
+  BOSCH_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+DeviceBuffer upload_floats(std::initializer_list<const std::vector<float>*> parts,
+                           const std::string& name) {
+  std::vector<float> host;
+  for (const auto* v : parts) host.insert(host.end(), v->begin(), v->end());
+  DeviceBuffer buffer(host.size() * sizeof(float), "weights '" + name + "'");
+  if (!host.empty())
+    BOSCH_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+template <class T>
+DeviceBuffer upload_vector(const std::vector<T>& host, const std::string& what) {
+  DeviceBuffer buffer(host.size() * sizeof(T), what);
+  if (!host.empty())
+    BOSCH_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+// Byte offset of element `index` in a 16-bit buffer.
+inline void* half_at(void* base, std::size_t index) {
+  return static_cast<std::uint16_t*>(base) + index;
+}
+inline const void* half_at(const void* base, std::size_t index) {
+  return static_cast<const std::uint16_t*>(base) + index;
+}
+
+void check_windows(const AttentionWindows& w, const HeadLayout& layout, const char* where) {
+  if (w.mask.size() != 0 && !(w.mask.layout() == layout))
+    throw invalid_argument("window mask layout " + std::to_string(w.mask.layout().num_layers) + "x" +
+                               std::to_string(w.mask.layout().num_kv_heads) +
+                               " does not match the model's " + std::to_string(layout.num_layers) +
+                               "x" + std::to_string(layout.num_kv_heads),
+                           where);
+  if (w.mask.size() != 0 && w.mask.count() > 0 && w.window < 1)
+    throw invalid_argument("window must be >= 1 when heads are windowed, got " +
+                               std::to_string(w.window),
+                           where);
+  if (w.sinks < 0)
+    throw invalid_argument("sinks must be >= 0, got " + std::to_string(w.sinks), where);
+}
+
+struct LayerDevice {
+  DeviceBuffer wqkv;       // half [(Hq + 2 Hkv) d, hidden]: wq | wk | wv rows
+  DeviceBuffer wo;         // half [hidden, Hq d]
+  DeviceBuffer wgu;        // half [2 inter, hidden]: w_gate | w_up rows
+  DeviceBuffer wdown;      // half [hidden, inter]
+  DeviceBuffer attn_norm;  // fp32 [hidden]
+  DeviceBuffer ffn_norm;   // fp32 [hidden]
+  DeviceBuffer bias;       // fp32 [(Hq + 2 Hkv) d] or empty
+  DeviceBuffer q_norm;     // fp32 [d] or empty
+  DeviceBuffer k_norm;     // fp32 [d] or empty
+};
+
+}  // namespace
+
+struct Backend::Impl {
+  const model::Model* model = nullptr;
+  Options options;
+  detail::Elem elem = detail::Elem::bf16;
+  cudaDataType_t data_type = CUDA_R_16BF;
+  bool tensor_core = false;
+  int hidden = 0, inter = 0, hq = 0, hkv = 0, d = 0, qkv_dim = 0, vocab = 0, num_layers = 0;
+  float eps = 1e-5f;
+  HeadLayout layout;
+
+  // Handles, released in reverse order of declaration after ~Impl synchronized.
+  struct StreamHandle {
+    cudaStream_t h = nullptr;
+    ~StreamHandle() { if (h) cudaStreamDestroy(h); }
+  } stream_handle;
+  struct PoolHandle {
+    cudaMemPool_t h = nullptr;
+    ~PoolHandle() { if (h) cudaMemPoolDestroy(h); }
+  } pool_handle;
+  struct BlasHandle {
+    cublasHandle_t h = nullptr;
+    ~BlasHandle() { if (h) cublasDestroy(h); }
+  } blas_handle;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  cudaMemPool_t pool = nullptr;
+
+  DeviceBuffer embedding;     // half [vocab, hidden]
+  DeviceBuffer lm_head;       // half [vocab, hidden]; empty when tied
+  DeviceBuffer final_norm;    // fp32 [hidden]
+  DeviceBuffer inv_freq;      // double [d / 2]
+  std::vector<LayerDevice> layers;
+  std::size_t weight_bytes = 0;
+  std::mutex mutex;
+
+  Impl(const model::Model& m, Options o);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  const void* output_weights() const { return lm_head.bytes() ? lm_head.get() : embedding.get(); }
+
+  // Y [n, out] (fp32) = X [n, in] (half) W^T (W half [out, in]) + beta Y.
+  void gemm(const void* w, const void* x, float* y, int n, int out, int in, float beta) const {
+    if (n <= 0) return;
+    const float alpha = 1.0f;
+    BOSCH_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, data_type,
+                                    in, x, data_type, in, &beta, y, CUDA_R_32F, out,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+
+  StreamBuffer scratch(std::size_t bytes, const std::string& what) const {
+    return StreamBuffer(bytes, pool, stream, what);
+  }
+
+  void check_tokens(std::span<const int> tokens, const char* where) const {
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] < 0 || tokens[i] >= vocab)
+        throw invalid_argument("token id " + std::to_string(tokens[i]) + " at index " +
+                                   std::to_string(i) + " outside the vocabulary [0, " +
+                                   std::to_string(vocab) + ")",
+                               where);
+  }
+
+  // x [n, hidden] fp32 = embedding[tokens] (tokens already checked).
+  void embed_into(float* x, std::span<const int> tokens) const {
+    if (tokens.empty()) return;
+    StreamBuffer ids = scratch(tokens.size() * sizeof(int), "token ids");
+    BOSCH_CUDA_CHECK(cudaMemcpyAsync(ids.get(), tokens.data(), tokens.size() * sizeof(int),
+                                     cudaMemcpyHostToDevice, stream));
+    detail::launch_embed(embedding.get(), elem, ids.get<int>(), static_cast<int>(tokens.size()),
+                         hidden, x, stream);
+    BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
+  void run_packed(float* x, std::span<const int> lengths,
+                  std::span<const AttentionWindows* const> windows, int first, int last) const;
+  std::vector<float> logits_rows(const float* x, const std::vector<int>& rows) const;
+};
+
+Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
+  const model::Config& c = m.config;
+  const model::Weights& w = m.weights;
+  layout = c.layout();
+  check_layout(layout, "model config");
+  hidden = c.hidden_size;
+  inter = c.intermediate_size;
+  hq = c.num_heads;
+  hkv = c.num_kv_heads;
+  d = c.head_dim;
+  vocab = c.vocab_size;
+  num_layers = c.num_layers;
+  qkv_dim = (hq + 2 * hkv) * d;
+  eps = static_cast<float>(c.rms_eps);
+  if (hidden < 1 || inter < 1 || vocab < 1)
+    throw invalid_argument("hidden_size, intermediate_size and vocab_size must be positive",
+                           "model config");
+  tensor_core = detail::check_options(options, d);
+  elem = detail::elem_of(options.dtype);
+  data_type = options.dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+
+  // Shapes first: nothing is allocated for a malformed model.
+  check_matrix(w.embedding, vocab, hidden, "token_embd");
+  if (!w.lm_head.empty()) check_matrix(w.lm_head, vocab, hidden, "output");
+  check_vector(w.final_norm, static_cast<std::size_t>(hidden), "output_norm");
+  if (static_cast<int>(w.layers.size()) != num_layers)
+    throw invalid_argument(std::to_string(w.layers.size()) + " layers, config says " +
+                           std::to_string(num_layers),
+                       "weights");
+  for (int l = 0; l < num_layers; ++l) {
+    const model::LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
+    check_vector(lw.attn_norm, static_cast<std::size_t>(hidden), layer_name(l, "attn_norm"));
+    check_matrix(lw.wq, hq * d, hidden, layer_name(l, "attn_q"));
+    check_matrix(lw.wk, hkv * d, hidden, layer_name(l, "attn_k"));
+    check_matrix(lw.wv, hkv * d, hidden, layer_name(l, "attn_v"));
+    check_matrix(lw.wo, hidden, hq * d, layer_name(l, "attn_output"));
+    const bool bias = !lw.bq.empty() || !lw.bk.empty() || !lw.bv.empty();
+    if (bias || c.qkv_bias) {
+      check_vector(lw.bq, static_cast<std::size_t>(hq) * d, layer_name(l, "attn_q.bias"));
+      check_vector(lw.bk, static_cast<std::size_t>(hkv) * d, layer_name(l, "attn_k.bias"));
+      check_vector(lw.bv, static_cast<std::size_t>(hkv) * d, layer_name(l, "attn_v.bias"));
+    }
+    if (!lw.q_norm.empty() || c.qk_norm) check_vector(lw.q_norm, static_cast<std::size_t>(d), layer_name(l, "attn_q_norm"));
+    if (!lw.k_norm.empty() || c.qk_norm) check_vector(lw.k_norm, static_cast<std::size_t>(d), layer_name(l, "attn_k_norm"));
+    check_vector(lw.ffn_norm, static_cast<std::size_t>(hidden), layer_name(l, "ffn_norm"));
+    check_matrix(lw.w_gate, inter, hidden, layer_name(l, "ffn_gate"));
+    check_matrix(lw.w_up, inter, hidden, layer_name(l, "ffn_up"));
+    check_matrix(lw.w_down, hidden, inter, layer_name(l, "ffn_down"));
+  }
+  const std::vector<double> freq = cpu::rope_inv_freq(c);  // throws on a bad RoPE config
+
+  std::string why;
+  if (!device_available(&why, options.device))
+    throw device_error("no usable CUDA device: " + why, "cuda::Backend");
+  DeviceGuard guard(options.device);
+  BOSCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_handle.h, cudaStreamNonBlocking));
+  stream = stream_handle.h;
+  BOSCH_CUBLAS_CHECK(cublasCreate(&blas_handle.h));
+  blas = blas_handle.h;
+  BOSCH_CUBLAS_CHECK(cublasSetStream(blas, stream));
+  BOSCH_CUBLAS_CHECK(cublasSetAtomicsMode(blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = options.device;
+  BOSCH_CUDA_CHECK(cudaMemPoolCreate(&pool_handle.h, &props));
+  pool = pool_handle.h;
+  std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();  // keep freed scratch pooled
+  BOSCH_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+
+  embedding = upload_half({&w.embedding}, options.dtype, "token_embd");
+  if (!w.lm_head.empty()) lm_head = upload_half({&w.lm_head}, options.dtype, "output");
+  final_norm = upload_floats({&w.final_norm}, "output_norm");
+  inv_freq = upload_vector(freq, "RoPE frequencies");
+  weight_bytes = embedding.bytes() + lm_head.bytes() + final_norm.bytes();
+  layers.resize(static_cast<std::size_t>(num_layers));
+  for (int l = 0; l < num_layers; ++l) {
+    const model::LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
+    LayerDevice& ld = layers[static_cast<std::size_t>(l)];
+    ld.wqkv = upload_half({&lw.wq, &lw.wk, &lw.wv}, options.dtype, layer_name(l, "wqkv"));
+    ld.wo = upload_half({&lw.wo}, options.dtype, layer_name(l, "wo"));
+    ld.wgu = upload_half({&lw.w_gate, &lw.w_up}, options.dtype, layer_name(l, "w_gate_up"));
+    ld.wdown = upload_half({&lw.w_down}, options.dtype, layer_name(l, "w_down"));
+    ld.attn_norm = upload_floats({&lw.attn_norm}, layer_name(l, "attn_norm"));
+    ld.ffn_norm = upload_floats({&lw.ffn_norm}, layer_name(l, "ffn_norm"));
+    if (!lw.bq.empty()) ld.bias = upload_floats({&lw.bq, &lw.bk, &lw.bv}, layer_name(l, "bqkv"));
+    if (!lw.q_norm.empty()) ld.q_norm = upload_floats({&lw.q_norm}, layer_name(l, "attn_q_norm"));
+    if (!lw.k_norm.empty()) ld.k_norm = upload_floats({&lw.k_norm}, layer_name(l, "attn_k_norm"));
+    weight_bytes += ld.wqkv.bytes() + ld.wo.bytes() + ld.wgu.bytes() + ld.wdown.bytes() +
+                    ld.attn_norm.bytes() + ld.ffn_norm.bytes() + ld.bias.bytes() +
+                    ld.q_norm.bytes() + ld.k_norm.bytes();
+  }
+}
+
+Backend::Impl::~Impl() {
+  int previous = -1;
+  cudaGetDevice(&previous);
+  cudaSetDevice(options.device);
+  if (stream) cudaStreamSynchronize(stream);
+  // Weights are freed by their DeviceBuffers, then the handles by theirs.
+  cudaGetLastError();
+  if (previous >= 0) cudaSetDevice(previous);
+}
+
+void Backend::Impl::run_packed(float* x, std::span<const int> lengths,
+                               std::span<const AttentionWindows* const> windows, int first,
+                               int last) const {
+  if (first >= last) return;
+  const detail::Plan plan = detail::make_plan(lengths, options.query_tile);
+  const int batch = static_cast<int>(lengths.size());
+  const int n = plan.total;
+
+  // Integer metadata in one upload: seq_start | positions | sinks | windows | tiles.
+  std::vector<int> meta;
+  const std::size_t at_start = 0;
+  meta.insert(meta.end(), plan.seq_start.begin(), plan.seq_start.end());
+  const std::size_t at_positions = meta.size();
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < lengths[static_cast<std::size_t>(b)]; ++t) meta.push_back(t);
+  const std::size_t at_sinks = meta.size();
+  for (int b = 0; b < batch; ++b)
+    meta.push_back(windows[windows.size() == 1 ? 0 : static_cast<std::size_t>(b)]->sinks);
+  const std::size_t at_windows = meta.size();
+  for (int l = first; l < last; ++l)
+    for (int b = 0; b < batch; ++b) {
+      const AttentionWindows& w = *windows[windows.size() == 1 ? 0 : static_cast<std::size_t>(b)];
+      for (int g = 0; g < hkv; ++g) meta.push_back(w.is_swa(l, g) ? w.window : 0);
+    }
+  const std::size_t at_tiles = meta.size();
+  for (const detail::AttentionTile& t : plan.tiles) {
+    meta.push_back(t.seq);
+    meta.push_back(t.q0);
+    meta.push_back(t.q1);
+    meta.push_back(t.pad);
+  }
+  StreamBuffer dmeta = scratch(meta.size() * sizeof(int), "attention metadata");
+  BOSCH_CUDA_CHECK(cudaMemcpyAsync(dmeta.get(), meta.data(), meta.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, stream));
+  const int* dm = dmeta.get<int>();
+
+  // RoPE table for positions [0, max_len).
+  const int half = d / 2;
+  const std::size_t table = static_cast<std::size_t>(plan.max_len) * half;
+  StreamBuffer rope_cos = scratch(table * sizeof(float), "RoPE cos table");
+  StreamBuffer rope_sin = scratch(table * sizeof(float), "RoPE sin table");
+  detail::launch_rope_table(inv_freq.get<double>(), half, plan.max_len, rope_cos.get<float>(),
+                            rope_sin.get<float>(), stream);
+
+  const std::size_t rows = static_cast<std::size_t>(n);
+  const int chunk = std::min(n, options.row_chunk);
+  const std::size_t hs = sizeof(std::uint16_t);
+  StreamBuffer xn = scratch(rows * hidden * hs, "normalized activations");
+  StreamBuffer q = scratch(rows * hq * d * hs, "queries");
+  StreamBuffer k = scratch(rows * hkv * d * hs, "keys");
+  StreamBuffer v = scratch(rows * hkv * d * hs, "values");
+  StreamBuffer o = scratch(rows * hq * d * hs, "attention output");
+  StreamBuffer wide = scratch(static_cast<std::size_t>(chunk) * std::max(qkv_dim, 2 * inter) * sizeof(float),
+                              "QKV / gate-up projections");
+  StreamBuffer ffn = scratch(static_cast<std::size_t>(chunk) * inter * hs, "SwiGLU activations");
+
+  detail::AttentionArgs att;
+  att.q = q.get();
+  att.k = k.get();
+  att.v = v.get();
+  att.out = o.get();
+  att.elem = elem;
+  att.head_dim = d;
+  att.num_q_heads = hq;
+  att.num_kv_heads = hkv;
+  att.seq_start = dm + at_start;
+  att.sinks = dm + at_sinks;
+  att.tiles = reinterpret_cast<const detail::AttentionTile*>(dm + at_tiles);
+  att.num_tiles = static_cast<int>(plan.tiles.size());
+  att.query_tile = options.query_tile;
+  att.key_tile = options.key_tile;
+  att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  att.tensor_core = tensor_core;
+
+  const bool interleaved = model->config.rope_style == model::RopeStyle::interleaved;
+  for (int l = first; l < last; ++l) {
+    const LayerDevice& lw = layers[static_cast<std::size_t>(l)];
+    detail::launch_rms_norm(x, nullptr, n, hidden, lw.attn_norm.get<float>(), eps, xn.get(), elem,
+                            stream);
+    for (int r0 = 0; r0 < n; r0 += chunk) {
+      const int c = std::min(chunk, n - r0);
+      const std::size_t r = static_cast<std::size_t>(r0);
+      gemm(lw.wqkv.get(), half_at(xn.get(), r * hidden), wide.get<float>(), c, qkv_dim, hidden, 0.0f);
+      detail::QkvPostArgs post;
+      post.in = wide.get<float>();
+      post.ld = qkv_dim;
+      post.n = c;
+      post.num_q_heads = hq;
+      post.num_kv_heads = hkv;
+      post.head_dim = d;
+      post.bias = lw.bias.get<float>();
+      post.q_norm = lw.q_norm.get<float>();
+      post.k_norm = lw.k_norm.get<float>();
+      post.eps = eps;
+      post.cos_table = rope_cos.get<float>();
+      post.sin_table = rope_sin.get<float>();
+      post.positions = dm + at_positions + r;
+      post.interleaved = interleaved;
+      post.q = half_at(q.get(), r * hq * d);
+      post.k = half_at(k.get(), r * hkv * d);
+      post.v = half_at(v.get(), r * hkv * d);
+      post.elem = elem;
+      detail::launch_qkv_post(post, stream);
+    }
+    att.windows = dm + at_windows + static_cast<std::size_t>(l - first) * batch * hkv;
+    detail::launch_attention(att, stream);
+    gemm(lw.wo.get(), o.get(), x, n, hidden, hq * d, 1.0f);  // x += attention
+    detail::launch_rms_norm(x, nullptr, n, hidden, lw.ffn_norm.get<float>(), eps, xn.get(), elem,
+                            stream);
+    for (int r0 = 0; r0 < n; r0 += chunk) {
+      const int c = std::min(chunk, n - r0);
+      const std::size_t r = static_cast<std::size_t>(r0);
+      gemm(lw.wgu.get(), half_at(xn.get(), r * hidden), wide.get<float>(), c, 2 * inter, hidden, 0.0f);
+      detail::launch_swiglu(wide.get<float>(), c, inter, ffn.get(), elem, stream);
+      gemm(lw.wdown.get(), ffn.get(), x + r * hidden, c, hidden, inter, 1.0f);  // x += FFN
+    }
+  }
+  BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+std::vector<float> Backend::Impl::logits_rows(const float* x, const std::vector<int>& rows) const {
+  if (rows.empty()) return {};
+  const int p = static_cast<int>(rows.size());
+  StreamBuffer drows = scratch(rows.size() * sizeof(int), "logit rows");
+  BOSCH_CUDA_CHECK(cudaMemcpyAsync(drows.get(), rows.data(), rows.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, stream));
+  StreamBuffer xn = scratch(rows.size() * hidden * sizeof(std::uint16_t), "final norm rows");
+  detail::launch_rms_norm(x, drows.get<int>(), p, hidden, final_norm.get<float>(), eps, xn.get(),
+                          elem, stream);
+  const std::size_t count = rows.size() * static_cast<std::size_t>(vocab);
+  StreamBuffer out = scratch(count * sizeof(float), "logits");
+  gemm(output_weights(), xn.get(), out.get<float>(), p, vocab, hidden, 0.0f);
+  std::vector<float> host(count);
+  BOSCH_CUDA_CHECK(cudaMemcpyAsync(host.data(), out.get(), count * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream));
+  BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+Backend::Backend(const model::Model& model, Options options)
+    : impl_(std::make_shared<Impl>(model, options)) {}
+
+const model::Config& Backend::config() const noexcept { return impl_->model->config; }
+const model::Model& Backend::model() const noexcept { return *impl_->model; }
+HeadLayout Backend::layout() const { return impl_->layout; }
+const Options& Backend::options() const noexcept { return impl_->options; }
+std::size_t Backend::weight_bytes() const noexcept { return impl_->weight_bytes; }
+
+Residual Backend::embed(std::span<const int> tokens) const {
+  Impl& m = *impl_;
+  m.check_tokens(tokens, "cuda::Backend::embed");
+  if (tokens.empty()) return Residual(0, m.hidden, m.options.device);  // no device memory
+  std::lock_guard lock(m.mutex);
+  DeviceGuard guard(m.options.device);
+  Residual x(static_cast<int>(tokens.size()), m.hidden, m.options.device);
+  m.embed_into(x.data(), tokens);
+  return x;
+}
+
+void Backend::run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
+                         cpu::HeadStats* stats, const cpu::StatsRequest* request) const {
+  (void)request;
+  if (stats)
+    throw invalid_argument("attention statistics are not computed by the CUDA backend; use "
+                           "cpu::Backend for them",
+                           "cuda::Backend::run_layers");
+  Residual* xs[] = {&x};
+  const AttentionWindows* ws[] = {&windows};
+  run_layers_batch(xs, first, last, ws);
+}
+
+void Backend::run_layers_batch(std::span<Residual* const> xs, int first, int last,
+                               std::span<const AttentionWindows* const> windows) const {
+  Impl& m = *impl_;
+  const char* where = "cuda::Backend::run_layers";
+  if (first < 0 || first > last || last > m.num_layers)
+    throw invalid_argument("layer range [" + std::to_string(first) + ", " + std::to_string(last) +
+                               ") outside [0, " + std::to_string(m.num_layers) + "]",
+                           where);
+  if (windows.size() != 1 && windows.size() != xs.size())
+    throw invalid_argument(std::to_string(windows.size()) + " window sets for " +
+                               std::to_string(xs.size()) + " streams (give 1 or one per stream)",
+                           where);
+  for (const AttentionWindows* w : windows) {
+    if (!w) throw invalid_argument("null windows", where);
+    check_windows(*w, m.layout, where);
+  }
+  // Empty streams (no tokens) have nothing to run; the others are stacked.
+  std::vector<Residual*> live;
+  std::vector<const AttentionWindows*> live_windows;
+  std::vector<int> lengths;
+  for (std::size_t b = 0; b < xs.size(); ++b) {
+    Residual* x = xs[b];
+    if (!x) throw invalid_argument("null residual stream", where);
+    if (x->n_tokens() == 0) continue;
+    if (x->hidden() != m.hidden || x->device() != m.options.device || !x->data())
+      throw invalid_argument("residual stream must be [n, " + std::to_string(m.hidden) +
+                                 "] on device " + std::to_string(m.options.device) + ", got [" +
+                                 std::to_string(x->n_tokens()) + ", " + std::to_string(x->hidden()) +
+                                 "] on device " + std::to_string(x->device()),
+                             where);
+    live.push_back(x);
+    live_windows.push_back(windows[windows.size() == 1 ? 0 : b]);
+    lengths.push_back(x->n_tokens());
+  }
+  if (live.empty() || first == last) return;
+  xs = live;
+  windows = live_windows;
+  std::lock_guard lock(m.mutex);
+  DeviceGuard guard(m.options.device);
+  if (xs.size() == 1) {
+    m.run_packed(xs[0]->data(), lengths, windows, first, last);
+    return;
+  }
+  std::size_t total = 0;
+  for (int len : lengths) total += static_cast<std::size_t>(len);
+  StreamBuffer packed = m.scratch(total * m.hidden * sizeof(float), "packed residual streams");
+  std::size_t at = 0;
+  for (Residual* x : xs) {
+    BOSCH_CUDA_CHECK(cudaMemcpyAsync(packed.get<float>() + at, x->data(), x->bytes(),
+                                     cudaMemcpyDeviceToDevice, m.stream));
+    at += x->bytes() / sizeof(float);
+  }
+  m.run_packed(packed.get<float>(), lengths, windows, first, last);
+  at = 0;
+  for (Residual* x : xs) {
+    BOSCH_CUDA_CHECK(cudaMemcpyAsync(x->data(), packed.get<float>() + at, x->bytes(),
+                                     cudaMemcpyDeviceToDevice, m.stream));
+    at += x->bytes() / sizeof(float);
+  }
+  BOSCH_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+}
+
+std::vector<float> Backend::logits(const Residual& x, std::span<const int> positions) const {
+  Impl& m = *impl_;
+  if (x.hidden() != m.hidden || x.device() != m.options.device)
+    throw invalid_argument("residual stream is not [n, " + std::to_string(m.hidden) +
+                               "] on device " + std::to_string(m.options.device),
+                           "cuda::Backend::logits");
+  std::vector<int> rows(positions.begin(), positions.end());
+  if (rows.empty()) return {};
+  for (int p : rows)
+    if (p < 0 || p >= x.n_tokens())
+      throw invalid_argument("position " + std::to_string(p) + " outside [0, " +
+                                 std::to_string(x.n_tokens()) + ")",
+                             "cuda::Backend::logits");
+  std::lock_guard lock(m.mutex);
+  DeviceGuard guard(m.options.device);
+  return m.logits_rows(x.data(), rows);
+}
+
+std::vector<float> Backend::forward(std::span<const int> tokens, const AttentionWindows& windows,
+                                    std::span<const int> positions) const {
+  const std::vector<int> sequence(tokens.begin(), tokens.end());
+  const std::vector<int> rows(positions.begin(), positions.end());
+  const AttentionWindows* ws[] = {&windows};
+  auto result = forward_batch(std::span<const std::vector<int>>(&sequence, 1), ws,
+                              std::span<const std::vector<int>>(&rows, 1));
+  return std::move(result.front());
+}
+
+std::vector<std::vector<float>> Backend::forward_batch(
+    std::span<const std::vector<int>> sequences, const AttentionWindows& windows,
+    std::span<const std::vector<int>> positions) const {
+  const AttentionWindows* ws[] = {&windows};
+  return forward_batch(sequences, ws, positions);
+}
+
+std::vector<std::vector<float>> Backend::forward_batch(
+    std::span<const std::vector<int>> sequences, std::span<const AttentionWindows* const> windows,
+    std::span<const std::vector<int>> positions) const {
+  Impl& m = *impl_;
+  const char* where = "cuda::Backend::forward";
+  if (positions.size() != sequences.size())
+    throw invalid_argument(std::to_string(positions.size()) + " position lists for " +
+                               std::to_string(sequences.size()) + " sequences",
+                           where);
+  if (windows.size() != 1 && windows.size() != sequences.size())
+    throw invalid_argument(std::to_string(windows.size()) + " window sets for " +
+                               std::to_string(sequences.size()) + " sequences (give 1 or one each)",
+                           where);
+  for (const AttentionWindows* w : windows) {
+    if (!w) throw invalid_argument("null windows", where);
+    check_windows(*w, m.layout, where);
+  }
+  if (sequences.empty()) return {};
+  // Empty sequences (no tokens, hence no positions) are left out of the stack.
+  std::vector<int> tokens, lengths, rows;
+  std::vector<const AttentionWindows*> live_windows;
+  for (std::size_t b = 0; b < sequences.size(); ++b) {
+    m.check_tokens(sequences[b], where);
+    const int start = static_cast<int>(tokens.size());
+    const int len = static_cast<int>(sequences[b].size());
+    for (int p : positions[b]) {
+      if (p < 0 || p >= len)
+        throw invalid_argument("position " + std::to_string(p) + " outside [0, " +
+                                   std::to_string(len) + ") in sequence " + std::to_string(b),
+                               where);
+      rows.push_back(start + p);
+    }
+    if (len == 0) continue;
+    tokens.insert(tokens.end(), sequences[b].begin(), sequences[b].end());
+    lengths.push_back(len);
+    live_windows.push_back(windows[windows.size() == 1 ? 0 : b]);
+  }
+  std::vector<float> all;
+  if (!tokens.empty()) {
+    std::lock_guard lock(m.mutex);
+    DeviceGuard guard(m.options.device);
+    StreamBuffer x = m.scratch(tokens.size() * m.hidden * sizeof(float), "residual stream");
+    m.embed_into(x.get<float>(), tokens);
+    m.run_packed(x.get<float>(), lengths, live_windows, 0, m.num_layers);
+    all = m.logits_rows(x.get<float>(), rows);
+  }
+  std::vector<std::vector<float>> result(sequences.size());
+  std::size_t at = 0;
+  for (std::size_t b = 0; b < sequences.size(); ++b) {
+    const std::size_t count = positions[b].size() * static_cast<std::size_t>(m.vocab);
+    result[b].assign(all.begin() + static_cast<std::ptrdiff_t>(at),
+                     all.begin() + static_cast<std::ptrdiff_t>(at + count));
+    at += count;
+  }
+  return result;
+}
+
+double Backend::flops(int n, int logit_rows, const AttentionWindows& windows) const {
+  const Impl& m = *impl_;
+  check_windows(windows, m.layout, "cuda::Backend::flops");
+  const double per_token_layer = 2.0 * (static_cast<double>(m.hidden) * m.qkv_dim +
+                                        static_cast<double>(m.hq) * m.d * m.hidden +
+                                        3.0 * static_cast<double>(m.hidden) * m.inter);
+  double total = per_token_layer * m.num_layers * n +
+                 2.0 * static_cast<double>(m.hidden) * m.vocab * logit_rows;
+  const double full = detail::visible_pairs(n, 0, 0);
+  const double swa = windows.mask.count() ? detail::visible_pairs(n, windows.window, windows.sinks) : 0;
+  const int group = m.hq / m.hkv;
+  for (int l = 0; l < m.num_layers; ++l)
+    for (int g = 0; g < m.hkv; ++g)
+      total += 4.0 * m.d * group * (windows.is_swa(l, g) ? swa : full);
+  return total;
+}
+
+}  // namespace bosch::cuda

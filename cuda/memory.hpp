@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Device memory with RAII (internal to bosch::cuda). Allocation failures
+// throw bosch::device_error with the bytes asked for, what they were for and
+// the device's free/total memory.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+namespace bosch::cuda::detail {
+
+/// cudaMalloc with an informative out-of-memory error; `what` names the use.
+void* device_malloc(std::size_t bytes, const std::string& what);
+/// cudaMallocFromPoolAsync on `stream` from `pool`, same errors.
+void* device_malloc_async(std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream,
+                          const std::string& what);
+
+/// Sets the current device for its lifetime and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+/// A buffer from cudaMalloc, freed with cudaFree (weights: live as long as
+/// the backend).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::size_t bytes, const std::string& what)
+      : data_(bytes ? device_malloc(bytes, what) : nullptr), bytes_(bytes) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      data_ = std::exchange(o.data_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { release(); }
+
+  template <class T = void>
+  T* get() const noexcept { return static_cast<T*>(data_); }
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  void release() noexcept {
+    if (data_) cudaFree(data_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// Scratch memory from a stream-ordered pool, returned to the pool on `stream`
+/// when destroyed (cheap to allocate per call once the pool has grown).
+class StreamBuffer {
+ public:
+  StreamBuffer() = default;
+  StreamBuffer(std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream, const std::string& what)
+      : data_(bytes ? device_malloc_async(bytes, pool, stream, what) : nullptr),
+        bytes_(bytes),
+        stream_(stream) {}
+  StreamBuffer(StreamBuffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), stream_(o.stream_) {}
+  StreamBuffer& operator=(StreamBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      data_ = std::exchange(o.data_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+      stream_ = o.stream_;
+    }
+    return *this;
+  }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  ~StreamBuffer() { release(); }
+
+  template <class T = void>
+  T* get() const noexcept { return static_cast<T*>(data_); }
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  void release() noexcept {
+    if (data_) cudaFreeAsync(data_, stream_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace bosch::cuda::detail

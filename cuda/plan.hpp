@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// Host-side planning shared by the backend and the kernel entry points
+// (internal to bosch::cuda): option checks and the attention work list.
+
+#include "kernels.hpp"
+
+#include <bosch/cuda/backend.hpp>
+
+#include <span>
+#include <vector>
+
+namespace bosch::cuda::detail {
+
+/// Throws bosch::invalid_argument (naming the field) for invalid options and
+/// returns whether attention over heads of `head_dim` runs on tensor cores.
+bool check_options(const Options& options, int head_dim);
+
+/// Packed sequences and the attention work list.
+struct Plan {
+  std::vector<int> seq_start;         ///< B + 1 row offsets
+  std::vector<AttentionTile> tiles;   ///< query tiles, longest causal span first
+  int total = 0;                      ///< rows in all
+  int max_len = 0;                    ///< longest sequence
+};
+
+/// Plans `lengths` (each >= 1) in tiles of `query_tile` rows.
+Plan make_plan(std::span<const int> lengths, int query_tile);
+
+/// Number of keys query i sees under (window, sinks) (window 0 = full).
+long long visible_keys(int i, int window, int sinks);
+/// Sum of visible_keys over i in [0, n).
+double visible_pairs(int n, int window, int sinks);
+
+inline Elem elem_of(DType t) { return t == DType::bf16 ? Elem::bf16 : Elem::fp16; }
+
+}  // namespace bosch::cuda::detail
