@@ -114,6 +114,14 @@ class Objective {
     return log_.size() >= limit ? 0 : limit - log_.size();
   }
 
+  /// min(wanted, remaining()); marks the budget as exhausted when the total
+  /// budget is what limits the caller (the search was cut short).
+  std::size_t allow(std::size_t wanted) noexcept {
+    const std::size_t r = remaining();
+    if (r < wanted) budget_exhausted_ = true;
+    return std::min(r, wanted);
+  }
+
   /// Score of `mask`: from the memo, the replay store or the evaluator.
   /// `reference` (optional) is a mask `mask` was derived from; when the
   /// evaluator has scored it in this process and is a HintedEvaluator, the
@@ -243,7 +251,8 @@ class Objective {
   /// Asks the search to stop: no new evaluations are made afterwards.
   void request_stop() noexcept { stopped_ = true; }
   bool stopped() const noexcept { return stopped_; }
-  /// True once a request was refused because the budget was spent.
+  /// True once a request was refused, or allow() was cut, because the total
+  /// budget was spent.
   bool budget_exhausted() const noexcept { return budget_exhausted_; }
 
   /// Sets the anchors used by normalized().

@@ -45,11 +45,16 @@ enum class DropMode {
   cumulative,  ///< drop[l] = S_full - best probe score of l (grows down the cascade)
 };
 
-/// Stage 2 initial mapping of layer weights to ratio levels (paper 7 item 3).
+/// Stage 2 initial mapping of layer drops to ratio levels (paper 7 item 3).
 enum class RatioInit {
-  linear,    ///< level nearest to max - w * (max - min) for weight w in [0,1]
+  relative,  ///< level nearest to rho*Hkv + spread * clamp(1 - d / mean(d), -1, 1) for the
+             ///< drop d (clamped at 0) of each layer: a layer with the mean drop stays at
+             ///< rho*Hkv, a free layer gets `spread` more heads, a layer with twice the
+             ///< mean drop `spread` fewer; scale-aware, so near-equal drops stay uniform
+             ///< (default) [I]
+  linear,    ///< level nearest to max - w * (max - min) for the min-max weight w in [0,1]
   quantile,  ///< layers sorted by weight split into equal-size bins, easiest bin at
-             ///< the highest level (default) [I]
+             ///< the highest level
   uniform,   ///< every layer at the level nearest rho*Hkv; shifting alone adapts
 };
 
@@ -63,8 +68,9 @@ enum class GroupInit {
 
 /// Scope of the ratio penalty of the penalized solver (paper 7 item 2).
 enum class PenaltyScope {
-  per_layer,  ///< alpha * sum_l ((c_l - k_l) / n_l)^2 over the sub-problem's layers (default) [I]
+  per_layer,  ///< alpha * sum_l ((c_l - k_l) / n_l)^2 over the sub-problem's layers [I]
   global,     ///< alpha * (rho(z) - rho)^2 on the whole mask, the paper's literal form
+              ///< (default): mild per head, so infeasible steps can be crossed
 };
 
 /// The stage that requested an evaluation (logged with each record).
@@ -106,6 +112,7 @@ inline const char* to_string(DropMode v) noexcept {
 }
 inline const char* to_string(RatioInit v) noexcept {
   switch (v) {
+    case RatioInit::relative: return "relative";
     case RatioInit::linear: return "linear";
     case RatioInit::quantile: return "quantile";
     case RatioInit::uniform: return "uniform";
@@ -153,7 +160,8 @@ inline DropMode parse_drop_mode(std::string_view s) {
 }
 inline RatioInit parse_ratio_init(std::string_view s) {
   return detail::parse_enum(
-      s, std::array{RatioInit::linear, RatioInit::quantile, RatioInit::uniform}, "ratio_init");
+      s, std::array{RatioInit::relative, RatioInit::linear, RatioInit::quantile,
+                                  RatioInit::uniform}, "ratio_init");
 }
 inline GroupInit parse_group_init(std::string_view s) {
   return detail::parse_enum(s, std::array{GroupInit::stage1, GroupInit::random, GroupInit::full},
@@ -203,9 +211,8 @@ struct Options {
   std::vector<double> ratio_levels{};
   /// Half-width, in heads, of the automatic level set (>= 1). Default 2 [I].
   int level_spread = 2;
-  /// Initial mapping of weights to levels before shifting. Default quantile
-  /// (rank-based: "sort layers by weight and map them into bins") [I].
-  RatioInit ratio_init = RatioInit::quantile;
+  /// Initial mapping of drops to levels before shifting. Default relative [I].
+  RatioInit ratio_init = RatioInit::relative;
 
   // --- Stage 3: grouped head selection ----------------------------------------------
   /// Evaluations per chunk (sub-problem) of Stage 3. Default 64 [I].
@@ -234,6 +241,9 @@ struct Options {
   /// Proposals per generation of the (1+lambda) solvers (>= 1). They are
   /// evaluated together (one evaluate_batch call per batch_size). Default 4 [I].
   int lambda = 4;
+  /// Largest number of swaps in one proposal of the swap solver (>= 1); the
+  /// adaptive m cycles 1 .. max_swaps. Default 3 [I].
+  int max_swaps = 3;
   /// Generations without a strict improvement before a restart (>= 1): the
   /// parent restarts from the sub-problem's best, perturbed by the largest
   /// useful number of moves. Default 8 [I].
@@ -242,11 +252,13 @@ struct Options {
   /// them from cycling). Default true [I].
   bool accept_equal = true;
   /// Ratio-penalty weight alpha of L = -S^ + alpha * penalty (penalized
-  /// solver only; >= 0). With the per-layer scope one missing or extra head in
-  /// a layer of 8 costs alpha/64 on the normalized scale. Default 10 [I].
+  /// solver only; >= 0). With the global scope one extra or missing head
+  /// among N costs alpha/N^2 on the normalized scale (the repair step restores
+  /// exact counts at the end); with the per-layer scope, alpha/Hkv^2.
+  /// Default 10 [I].
   double alpha = 10.0;
-  /// Scope of the penalty. Default per_layer [I].
-  PenaltyScope penalty_scope = PenaltyScope::per_layer;
+  /// Scope of the penalty. Default global (the paper's form) [I].
+  PenaltyScope penalty_scope = PenaltyScope::global;
   /// Per-variable flip probability of the penalized solver in [0, 1]; 0
   /// (default) = 1/n for n free variables (at least one flip per proposal).
   double mutation_rate = 0.0;
@@ -285,6 +297,7 @@ inline void validate(const Options& o) {
     if (!(r >= 0.0 && r <= 1.0))
       fail("every level must lie in [0, 1], got " + std::to_string(r), "ratio_levels");
   if (o.lambda < 1) fail("must be at least 1, got " + std::to_string(o.lambda), "lambda");
+  if (o.max_swaps < 1) fail("must be at least 1, got " + std::to_string(o.max_swaps), "max_swaps");
   if (o.restart_after < 1)
     fail("must be at least 1, got " + std::to_string(o.restart_after), "restart_after");
   if (!(o.alpha >= 0.0) || !std::isfinite(o.alpha))

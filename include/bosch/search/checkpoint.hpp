@@ -61,6 +61,7 @@ inline nlohmann::json options_to_json(const Options& o) {
                         {"inner_solver", to_string(o.inner_solver)},
                         {"exhaustive_when_fits", o.exhaustive_when_fits},
                         {"lambda", o.lambda},
+                        {"max_swaps", o.max_swaps},
                         {"restart_after", o.restart_after},
                         {"accept_equal", o.accept_equal},
                         {"alpha", o.alpha},
@@ -98,6 +99,7 @@ inline Options options_from_json(const nlohmann::json& j, const std::string& whe
       else if (k == "inner_solver") o.inner_solver = parse_inner_solver(v.get<std::string>());
       else if (k == "exhaustive_when_fits") o.exhaustive_when_fits = v.get<bool>();
       else if (k == "lambda") o.lambda = v.get<int>();
+      else if (k == "max_swaps") o.max_swaps = v.get<int>();
       else if (k == "restart_after") o.restart_after = v.get<int>();
       else if (k == "accept_equal") o.accept_equal = v.get<bool>();
       else if (k == "alpha") o.alpha = v.get<double>();

@@ -80,7 +80,7 @@ bool run_groups(O& obj, const Options& o, HeadMask& incumbent, const HeadMask* r
       if (c <= 0 || c >= H) continue;
       const auto chunks = bucket_chunks(bucket, H, o.max_vars);
       for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
-        if (obj.stopped() || obj.remaining() == 0) return false;
+        if (obj.stopped() || obj.allow(1) == 0) return false;
         SubProblem p;
         p.start = incumbent;
         p.reference = ref;

@@ -79,7 +79,7 @@ ProbeResult run_probes(O& obj, const Options& o, double s_full) {
   pr.cascade = HeadMask(lay);
   double prev = s_full;
   for (int l = L - 1; l >= 0; --l) {
-    if (obj.stopped() || obj.remaining() == 0) return pr;
+    if (obj.stopped() || obj.allow(1) == 0) return pr;
     SubProblem p;
     p.stream = derive_seed(o.seed, {stream_probes, static_cast<std::uint64_t>(l)});
     p.budget = o.probe_budget;

@@ -10,7 +10,8 @@
 ///    the hardest) [I].
 /// 2. Levels: per-layer SWA counts allowed (Options::ratio_levels, or the
 ///    automatic set of counts within Options::level_spread of rho*Hkv).
-/// 3. Initial assignment (Options::ratio_init): linear, quantile or uniform.
+/// 3. Initial assignment (Options::ratio_init): relative (default), linear,
+///    quantile or uniform (see bosch::RatioInit).
 /// 4. Shifting: while the total differs from target_count(layout, rho), the
 ///    hardest layer that can still go down moves to the next lower level (total
 ///    too high), or the easiest layer that can still go up moves to the next
@@ -117,6 +118,25 @@ inline RatioPlan assign_ratios(const HeadLayout& layout, std::span<const double>
     return best;
   };
   switch (o.ratio_init) {
+    case RatioInit::relative: {
+      double mean = 0.0;
+      int n = 0;
+      for (double d : drops)
+        if (std::isfinite(d)) {
+          mean += std::max(d, 0.0);
+          ++n;
+        }
+      mean = n > 0 ? mean / n : 0.0;
+      const double center = o.target_ratio * layout.num_kv_heads;
+      for (int l = 0; l < L; ++l) {
+        const double d = drops[static_cast<std::size_t>(l)];
+        double rel = 0.0;  // +1 = free layer, -1 = twice the mean drop or more
+        if (!std::isfinite(d)) rel = -1.0;
+        else if (mean > 0.0) rel = std::clamp(1.0 - std::max(d, 0.0) / mean, -1.0, 1.0);
+        idx[static_cast<std::size_t>(l)] = nearest(center + o.level_spread * rel);
+      }
+      break;
+    }
     case RatioInit::linear:
       for (int l = 0; l < L; ++l)
         idx[static_cast<std::size_t>(l)] =

@@ -13,11 +13,12 @@
 /// - swap: count-preserving (1+lambda) local search. A proposal applies m
 ///   random swaps (one SWA unit and one full unit of the same group exchange
 ///   states), so every per-group count stays exact. m adapts: back to 1 after
-///   the parent improves, +1 after a failed generation (cycling back to 1 past
-///   the largest useful m). Ties are accepted when Options::accept_equal
-///   (plateau moves). After Options::restart_after generations without a new
-///   best, the parent restarts from the best perturbed by max(2, m_max / 2)
-///   swaps. Proposals already in the memo are redrawn (up to 16 tries).
+///   the parent improves, +1 after a failed generation, cycling back to 1 past
+///   m_max = min(Options::max_swaps, largest useful m). Ties are accepted when
+///   Options::accept_equal (plateau moves). After Options::restart_after
+///   generations without a new best, the parent restarts from the best
+///   perturbed by min(largest useful m, max(2, 2 * max_swaps)) swaps.
+///   Proposals already in the memo are redrawn (up to 16 tries).
 /// - penalized: (1+lambda) evolution with free bit flips (rate
 ///   Options::mutation_rate, default 1/n, at least one flip), minimizing the
 ///   paper's L = -S^ + alpha * penalty (per-layer or global scope). One
@@ -49,12 +50,14 @@ namespace bosch::search {
 
 namespace detail {
 
-/// New evaluations the solver may still spend.
+/// New evaluations the solver may spend on its next step, at most `want`
+/// (its own budget minus `hold`, then the objective's total budget).
 template <class O>
-std::size_t allowance(const O& obj, const SubProblem& p, std::size_t e0, std::size_t hold = 0) {
+std::size_t allowance(O& obj, const SubProblem& p, std::size_t e0, std::size_t want,
+                      std::size_t hold = 0) {
   const std::size_t used = obj.evaluations() - e0;
   const std::size_t own = used + hold >= p.budget ? 0 : p.budget - used - hold;
-  return std::min(own, obj.remaining());
+  return obj.allow(std::min(own, want));
 }
 
 /// Tracks the best feasible point of a solve (first one on ties).
@@ -163,7 +166,7 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
   std::vector<std::uint8_t> parent = unit_state(p, p.start);
   HeadMask parent_mask = p.start;
   std::optional<double> ps;
-  if (detail::allowance(obj, p, e0) > 0 || obj.known(p.start)) ps = obj.evaluate(p.start, p.reference);
+  if (obj.known(p.start) || detail::allowance(obj, p, e0, 1) > 0) ps = obj.evaluate(p.start, p.reference);
   if (!ps) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
   double parent_score = *ps;
   best.offer(parent, parent_score);
@@ -178,12 +181,14 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
       m_max += std::min(k, n - k);
     }
   }
+  const int kick = std::max(2, std::min(m_max, 2 * o.max_swaps));  // restart perturbation
+  m_max = std::max(1, std::min(m_max, o.max_swaps));
   if (swappable.empty()) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
   int m = 1, stagnation = 0, idle = 0;
   while (!obj.stopped()) {
-    const std::size_t allowed = detail::allowance(obj, p, e0);
-    if (allowed == 0) break;
-    const std::size_t nprop = std::min<std::size_t>(static_cast<std::size_t>(o.lambda), allowed);
+    const std::size_t nprop =
+        detail::allowance(obj, p, e0, static_cast<std::size_t>(o.lambda));
+    if (nprop == 0) break;
     std::vector<std::vector<std::uint8_t>> props;
     std::vector<HeadMask> masks;
     for (std::size_t j = 0; j < nprop; ++j) {
@@ -202,11 +207,11 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
       if (++idle > 2 * m_max + 8) break;
       m = m % m_max + 1;
       if (idle % 4 == 0) {
-        if (detail::allowance(obj, p, e0) == 0) break;
+        if (detail::allowance(obj, p, e0, 1) == 0) break;
         parent = best.state;
         parent_mask = apply_state(p, parent);
         parent_score = best.score;
-        for (int s = 0; s < std::max(2, m_max / 2); ++s) detail::random_swap(p, swappable, parent, g);
+        for (int s = 0; s < kick; ++s) detail::random_swap(p, swappable, parent, g);
         parent_mask = apply_state(p, parent);
         auto v = obj.evaluate(parent_mask, nullptr);
         if (!v) break;
@@ -239,11 +244,11 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
     }
     stagnation = new_best ? 0 : stagnation + 1;
     if (stagnation >= o.restart_after) {
-      if (detail::allowance(obj, p, e0) == 0) break;
+      if (detail::allowance(obj, p, e0, 1) == 0) break;
       stagnation = 0;
       m = 1;
       parent = best.state;
-      for (int s = 0; s < std::max(2, m_max / 2); ++s) detail::random_swap(p, swappable, parent, g);
+      for (int s = 0; s < kick; ++s) detail::random_swap(p, swappable, parent, g);
       HeadMask rm = apply_state(p, parent);
       auto v = obj.evaluate(rm, &parent_mask);
       if (!v) break;
@@ -293,7 +298,7 @@ SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
   std::vector<std::uint8_t> parent = start;
   HeadMask parent_mask = p.start;
   std::optional<double> ps;
-  if (detail::allowance(obj, p, e0) > 0 || obj.known(p.start)) ps = obj.evaluate(p.start, p.reference);
+  if (obj.known(p.start) || detail::allowance(obj, p, e0, 1) > 0) ps = obj.evaluate(p.start, p.reference);
   if (!ps) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
   note(parent, *ps);
   double parent_loss = loss(parent, *ps);
@@ -313,9 +318,10 @@ SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
 
   int stagnation = 0, idle = 0;
   while (!obj.stopped()) {
-    const std::size_t allowed = detail::allowance(obj, p, e0, 1);  // hold one for the repair
-    if (allowed == 0) break;
-    const std::size_t nprop = std::min<std::size_t>(static_cast<std::size_t>(o.lambda), allowed);
+    // Hold one evaluation back for the repair.
+    const std::size_t nprop =
+        detail::allowance(obj, p, e0, static_cast<std::size_t>(o.lambda), 1);
+    if (nprop == 0) break;
     std::vector<std::vector<std::uint8_t>> props;
     std::vector<HeadMask> masks;
     for (std::size_t j = 0; j < nprop; ++j)
@@ -356,7 +362,7 @@ SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
       best_loss = pick_loss;
       stagnation = 0;
     } else if (++stagnation >= o.restart_after) {
-      if (detail::allowance(obj, p, e0, 1) == 0) break;
+      if (detail::allowance(obj, p, e0, 1, 1) == 0) break;
       stagnation = 0;
       parent = best_l;
       parent_mask = apply_state(p, parent);
@@ -420,7 +426,7 @@ SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
     }
     HeadMask rm = apply_state(p, repaired);
     std::optional<double> v;
-    if (obj.known(rm) || detail::allowance(obj, p, e0) > 0) v = obj.evaluate(rm, &parent_mask);
+    if (obj.known(rm) || detail::allowance(obj, p, e0, 1) > 0) v = obj.evaluate(rm, &parent_mask);
     if (v) note(repaired, *v);
   }
   return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
