@@ -6,7 +6,7 @@
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/error.hpp>
 
-#include <Eigen/Core>
+#include "eigen.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -152,7 +152,9 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
 
   const int tk = tiles.tile;
   const auto count = static_cast<std::ptrdiff_t>(items.size());
-#pragma omp parallel if (count > 1)
+  // Threads only when there is enough work to pay for waking them (~1 MFLOP).
+  const bool parallel = count > 1 && work.scores * static_cast<std::size_t>(hd) > 250000;
+#pragma omp parallel if (parallel)
   {
     RowMatrix qp(static_cast<Eigen::Index>(G) * max_rows, hd);
     RowMatrix acc(static_cast<Eigen::Index>(G) * max_rows, hd);

@@ -4,7 +4,7 @@
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/error.hpp>
 
-#include <Eigen/Core>
+#include "eigen.hpp"
 #include <omp.h>
 
 #include <algorithm>
@@ -43,14 +43,33 @@ void rms_norm(const float* x, float* y, std::size_t rows, int dim, const float* 
 
 void linear(const float* x, std::size_t rows, const model::Matrix& w, const float* bias, float* y) {
   if (rows == 0) return;
-  const auto n = static_cast<Eigen::Index>(rows);
-  Eigen::Map<const RowMatrix> X(x, n, w.cols);
-  Eigen::Map<const RowMatrix> W(w.data.data(), w.rows, w.cols);
-  Eigen::Map<RowMatrix> Y(y, n, w.rows);
-  Y.noalias() = X * W.transpose();
-  if (bias != nullptr) {
-    Eigen::Map<const Eigen::Matrix<float, 1, Eigen::Dynamic>> b(bias, w.rows);
-    Y.rowwise() += b;
+  const Eigen::Index in = w.cols, out = w.rows;
+  // Tasks: blocks of up to 256 rows; when that gives fewer than 2 tasks per
+  // thread, the output columns are split too (multiples of 16), so short
+  // inputs still use every core. Each task is one serial Eigen GEMM.
+  const int threads = omp_get_max_threads();
+  const auto row_block = static_cast<std::size_t>(256);
+  const std::size_t row_tasks = (rows + row_block - 1) / row_block;
+  std::size_t col_tasks = 1;
+  if (threads > 1 && row_tasks < 2 * static_cast<std::size_t>(threads))
+    col_tasks = std::min<std::size_t>((2 * threads + row_tasks - 1) / row_tasks,
+                                      std::max<Eigen::Index>(1, out / 64));
+  const Eigen::Index col_block = (out / static_cast<Eigen::Index>(col_tasks) + 15) / 16 * 16;
+  const auto tasks = static_cast<std::ptrdiff_t>(row_tasks * col_tasks);
+  const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(in) * static_cast<double>(out);
+#pragma omp parallel for schedule(dynamic, 1) if (threads > 1 && tasks > 1 && flops > 2e6)
+  for (std::ptrdiff_t t = 0; t < tasks; ++t) {
+    const std::size_t r0 = static_cast<std::size_t>(t) / col_tasks * row_block;
+    const auto c0 = static_cast<Eigen::Index>(static_cast<std::size_t>(t) % col_tasks) * col_block;
+    if (c0 >= out) continue;
+    const auto nr = static_cast<Eigen::Index>(std::min(row_block, rows - r0));
+    const Eigen::Index nc = std::min(col_block, out - c0);
+    Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>> X(x + r0 * in, nr, in, Eigen::OuterStride<>(in));
+    Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>> W(w.data.data() + c0 * in, nc, in,
+                                                          Eigen::OuterStride<>(in));
+    Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>> Y(y + r0 * out + c0, nr, nc, Eigen::OuterStride<>(out));
+    Y.noalias() = X * W.transpose();
+    if (bias != nullptr) Y.rowwise() += Eigen::Map<const Eigen::Matrix<float, 1, Eigen::Dynamic>>(bias + c0, nc);
   }
 }
 
@@ -103,35 +122,5 @@ void add_inplace(float* dst, const float* src, std::size_t count) {
   Eigen::Map<const Eigen::ArrayXf> s(src, static_cast<Eigen::Index>(count));
   d += s;
 }
-
-struct ReferenceGemm::Impl {
-  Eigen::MatrixXf a, b, c;
-};
-
-ReferenceGemm::ReferenceGemm(int m, int k, int n) : impl_(new Impl) {
-  if (m <= 0 || k <= 0 || n <= 0)
-    throw invalid_argument("GEMM sizes must be positive, got " + std::to_string(m) + "x" +
-                               std::to_string(k) + "x" + std::to_string(n),
-                           "ReferenceGemm");
-  impl_->a.resize(m, k);
-  impl_->b.resize(k, n);
-  impl_->c.resize(m, n);
-  for (Eigen::Index j = 0; j < k; ++j)
-    for (Eigen::Index i = 0; i < m; ++i) impl_->a(i, j) = static_cast<float>((i * 7 + j * 13) % 17) / 17.0f - 0.5f;
-  for (Eigen::Index j = 0; j < n; ++j)
-    for (Eigen::Index i = 0; i < k; ++i) impl_->b(i, j) = static_cast<float>((i * 11 + j * 5) % 19) / 19.0f - 0.5f;
-  impl_->c.setZero();
-}
-
-ReferenceGemm::~ReferenceGemm() { delete impl_; }
-
-void ReferenceGemm::run() { impl_->c.noalias() = impl_->a * impl_->b; }
-
-double ReferenceGemm::flops() const noexcept {
-  return 2.0 * static_cast<double>(impl_->a.rows()) * static_cast<double>(impl_->a.cols()) *
-         static_cast<double>(impl_->b.cols());
-}
-
-double ReferenceGemm::checksum() const { return static_cast<double>(impl_->c.sum()); }
 
 }  // namespace bosch::cpu

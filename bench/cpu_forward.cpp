@@ -1,0 +1,289 @@
+// CPU forward-pass throughput on SmolLM2-135M at 2048 tokens, beside a plain
+// Eigen GEMM measured in the same run; attention time all-SWA (w = n/16)
+// against all-full; peak memory.
+//
+//   bench_cpu_forward [--tokens=N] [google benchmark flags]
+//
+// The model is $BOSCH_MODEL or the default cache path of scripts/fetch-model;
+// when it is absent (or cannot be loaded) a random-weight model of the same
+// shape is used, and the output says so. After the Google Benchmark table a
+// summary states each number's unit and what it is compared with.
+
+#include <bosch/cpu/attention.hpp>
+#include <bosch/cpu/backend.hpp>
+#include <bosch/cpu/kernels.hpp>
+#include <bosch/model/model.hpp>
+
+#include <benchmark/benchmark.h>
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/uniform_int_distribution.hpp>
+#include <boost/random/uniform_real_distribution.hpp>
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace bosch;
+using clock_type = std::chrono::steady_clock;
+
+int g_tokens = 2048;
+std::unique_ptr<model::Model> g_model;
+std::string g_model_note;
+std::map<std::string, double> g_best;  // benchmark name -> best seconds per iteration
+
+model::Config smollm2_config() {
+  model::Config c;
+  c.arch = model::Arch::llama;
+  c.name = "random weights, SmolLM2-135M shape";
+  c.vocab_size = 49152;
+  c.hidden_size = 576;
+  c.intermediate_size = 1536;
+  c.num_layers = 30;
+  c.num_heads = 9;
+  c.num_kv_heads = 3;
+  c.head_dim = 64;
+  c.max_position = 8192;
+  c.rms_eps = 1e-5;
+  c.rope_theta = 100000.0;
+  c.rope_style = model::RopeStyle::interleaved;
+  c.tie_embeddings = true;
+  return c;
+}
+
+std::vector<float> uniform(boost::random::mt19937_64& rng, std::size_t n, double a) {
+  boost::random::uniform_real_distribution<double> u(-a, a);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(u(rng));
+  return v;
+}
+
+model::Matrix random_matrix(boost::random::mt19937_64& rng, int rows, int cols) {
+  model::Matrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = uniform(rng, static_cast<std::size_t>(rows) * cols, std::sqrt(3.0 / cols));
+  return m;
+}
+
+std::unique_ptr<model::Model> random_model() {
+  auto m = std::make_unique<model::Model>();
+  m->config = smollm2_config();
+  const auto& c = m->config;
+  boost::random::mt19937_64 rng(1);
+  m->weights.embedding = random_matrix(rng, c.vocab_size, c.hidden_size);
+  for (int l = 0; l < c.num_layers; ++l) {
+    model::LayerWeights L;
+    L.attn_norm.assign(c.hidden_size, 1.0f);
+    L.ffn_norm.assign(c.hidden_size, 1.0f);
+    L.wq = random_matrix(rng, c.num_heads * c.head_dim, c.hidden_size);
+    L.wk = random_matrix(rng, c.num_kv_heads * c.head_dim, c.hidden_size);
+    L.wv = random_matrix(rng, c.num_kv_heads * c.head_dim, c.hidden_size);
+    L.wo = random_matrix(rng, c.hidden_size, c.num_heads * c.head_dim);
+    L.w_gate = random_matrix(rng, c.intermediate_size, c.hidden_size);
+    L.w_up = random_matrix(rng, c.intermediate_size, c.hidden_size);
+    L.w_down = random_matrix(rng, c.hidden_size, c.intermediate_size);
+    m->weights.layers.push_back(std::move(L));
+  }
+  m->weights.final_norm.assign(c.hidden_size, 1.0f);
+  return m;
+}
+
+void load_model() {
+  std::filesystem::path p;
+  if (const char* env = std::getenv("BOSCH_MODEL")) {
+    p = env;
+  } else {
+    const char* home = std::getenv("HOME");
+    p = std::filesystem::path(home ? home : "/tmp") / ".cache/bosch/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  }
+  if (std::filesystem::exists(p)) {
+    try {
+      g_model = std::make_unique<model::Model>(model::load(p));
+      g_model_note = "model " + p.string() + " (dequantized to fp32)";
+      return;
+    } catch (const std::exception& e) {
+      g_model_note = std::string("could not load ") + p.string() + " (" + e.what() + "); ";
+    }
+  } else {
+    g_model_note = "default model not found at " + p.string() + "; ";
+  }
+  g_model = random_model();
+  g_model_note += "using RANDOM weights of SmolLM2-135M's shape";
+}
+
+std::vector<int> tokens(int n, int vocab) {
+  boost::random::mt19937_64 rng(7);
+  boost::random::uniform_int_distribution<int> u(0, vocab - 1);
+  std::vector<int> t(static_cast<std::size_t>(n));
+  for (auto& x : t) x = u(rng);
+  return t;
+}
+
+/// Runs `body` per iteration, records the best wall time under `name`.
+template <class F>
+void timed(benchmark::State& state, const std::string& name, F&& body) {
+  double best = std::numeric_limits<double>::infinity();
+  for (auto _ : state) {
+    const auto t0 = clock_type::now();
+    body();
+    const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    best = std::min(best, s);
+    state.SetIterationTime(s);
+  }
+  g_best[name] = best;
+}
+
+HeadMask all_swa(const model::Config& c) { return HeadMask::filled(c.layout(), true); }
+
+void BM_reference_gemm(benchmark::State& state) {
+  // The FFN up projection's size: [n, hidden] x [hidden, intermediate].
+  const auto& c = g_model->config;
+  cpu::ReferenceGemm gemm(g_tokens, c.hidden_size, c.intermediate_size);
+  gemm.run();  // warm up
+  timed(state, "gemm", [&] {
+    gemm.run();
+    benchmark::DoNotOptimize(gemm.checksum());
+  });
+  state.counters["GFLOP/s"] = gemm.flops() / g_best["gemm"] / 1e9;
+}
+
+void BM_forward(benchmark::State& state, bool all_logits) {
+  const cpu::Backend backend(*g_model);
+  const auto toks = tokens(g_tokens, g_model->config.vocab_size);
+  std::vector<int> pos{g_tokens - 1};
+  if (all_logits) {
+    pos.resize(static_cast<std::size_t>(g_tokens));
+    for (int i = 0; i < g_tokens; ++i) pos[static_cast<std::size_t>(i)] = i;
+  }
+  const std::string name = all_logits ? "forward_all" : "forward_last";
+  timed(state, name, [&] { benchmark::DoNotOptimize(backend.forward(toks, AttentionWindows::full(), pos)); });
+  const double flops = backend.flops(g_tokens, static_cast<int>(pos.size()), AttentionWindows::full());
+  state.counters["GFLOP/s"] = flops / g_best[name] / 1e9;
+  state.counters["tokens/s"] = g_tokens / g_best[name];
+}
+
+void BM_forward_swa(benchmark::State& state) {
+  const cpu::Backend backend(*g_model);
+  const auto toks = tokens(g_tokens, g_model->config.vocab_size);
+  const std::vector<int> pos{g_tokens - 1};
+  const auto win = AttentionWindows::from_mask(all_swa(g_model->config), g_tokens / 16, 4);
+  timed(state, "forward_swa", [&] { benchmark::DoNotOptimize(backend.forward(toks, win, pos)); });
+  state.counters["tokens/s"] = g_tokens / g_best["forward_swa"];
+}
+
+void BM_attention(benchmark::State& state, bool swa) {
+  // One layer's attention on random Q, K, V of the model's shape.
+  const auto& c = g_model->config;
+  const int n = g_tokens, hd = c.head_dim;
+  boost::random::mt19937_64 rng(3);
+  const auto q = uniform(rng, static_cast<std::size_t>(n) * c.num_heads * hd, 1.0);
+  const auto k = uniform(rng, static_cast<std::size_t>(n) * c.num_kv_heads * hd, 1.0);
+  const auto v = uniform(rng, static_cast<std::size_t>(n) * c.num_kv_heads * hd, 1.0);
+  std::vector<float> out(q.size());
+  cpu::AttentionShape shape{c.num_heads, c.num_kv_heads, hd, static_cast<std::size_t>(c.num_heads) * hd,
+                            static_cast<std::size_t>(c.num_kv_heads) * hd, static_cast<std::size_t>(c.num_heads) * hd};
+  const std::vector<cpu::HeadWindow> win(static_cast<std::size_t>(c.num_kv_heads),
+                                         swa ? cpu::HeadWindow{n / 16, 0} : cpu::HeadWindow{});
+  const std::vector<int> offsets{0, n};
+  const std::string name = swa ? "attention_swa" : "attention_full";
+  cpu::AttentionWork work;
+  timed(state, name, [&] {
+    work = cpu::attention(q.data(), k.data(), v.data(), out.data(), offsets, shape, win, {});
+    benchmark::DoNotOptimize(out.data());
+  });
+  double visible = 0;
+  for (int i = 0; i < n; ++i) visible += swa ? std::min(i + 1, n / 16) : i + 1;
+  const double flops = 4.0 * hd * visible * c.num_heads;
+  state.counters["GFLOP/s"] = flops / g_best[name] / 1e9;
+  state.counters["scores"] = static_cast<double>(work.scores);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--tokens=", 9) == 0) g_tokens = std::atoi(argv[i] + 9);
+  if (g_tokens < 16) {
+    std::fprintf(stderr, "bench_cpu_forward: --tokens must be >= 16\n");
+    return 2;
+  }
+  load_model();
+  std::printf("%s\n", g_model_note.c_str());
+  const auto& c = g_model->config;
+  std::printf("config: %s, %d layers, hidden %d, %d query / %d KV heads x %d, FFN %d, vocab %d; "
+              "%d tokens; %d OpenMP threads\n",
+              c.name.c_str(), c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
+              c.intermediate_size, c.vocab_size, g_tokens, omp_get_max_threads());
+
+  benchmark::RegisterBenchmark("reference_eigen_gemm", BM_reference_gemm)
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
+  benchmark::RegisterBenchmark("forward_full_logits_last", BM_forward, false)
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+  benchmark::RegisterBenchmark("forward_full_logits_all", BM_forward, true)
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+  benchmark::RegisterBenchmark("forward_all_swa_w_n/16_s4", BM_forward_swa)
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+  benchmark::RegisterBenchmark("attention_layer_full", BM_attention, false)
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
+  benchmark::RegisterBenchmark("attention_layer_swa_w_n/16", BM_attention, true)
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+
+  // Summary (best iteration of each).
+  const cpu::Backend backend(*g_model);
+  const double gemm_flops = 2.0 * g_tokens * c.hidden_size * c.intermediate_size;
+  std::printf("\nsummary (best iteration each; %d tokens)\n", g_tokens);
+  double gemm_rate = 0;
+  if (g_best.count("gemm")) {
+    gemm_rate = gemm_flops / g_best["gemm"] / 1e9;
+    std::printf("  plain Eigen GEMM [%d x %d] x [%d x %d]: %.1f GFLOP/s (the yardstick)\n", g_tokens,
+                c.hidden_size, c.hidden_size, c.intermediate_size, gemm_rate);
+  }
+  for (const char* name : {"forward_last", "forward_all"}) {
+    if (!g_best.count(name)) continue;
+    const bool all = std::strcmp(name, "forward_all") == 0;
+    const double flops = backend.flops(g_tokens, all ? g_tokens : 1, AttentionWindows::full());
+    const double rate = flops / g_best[name] / 1e9;
+    std::printf("  forward, full attention, logits at %s: %.3f s, %.0f tokens/s, %.1f GFLOP/s "
+                "(%.1f GFLOP counted: 2 x weights x tokens + attention 4 x head_dim per visible key)",
+                all ? "every position" : "the last position", g_best[name], g_tokens / g_best[name], rate,
+                flops / 1e9);
+    if (gemm_rate > 0) std::printf(" = %.0f%% of the plain GEMM rate", 100.0 * rate / gemm_rate);
+    std::printf("\n");
+  }
+  if (g_best.count("forward_swa") && g_best.count("forward_last"))
+    std::printf("  forward, all heads SWA (w = %d, 4 sinks), logits at the last position: %.3f s, %.0f tokens/s "
+                "(%.2fx the full-attention forward's time)\n",
+                g_tokens / 16, g_best["forward_swa"], g_tokens / g_best["forward_swa"],
+                g_best["forward_swa"] / g_best["forward_last"]);
+  if (g_best.count("attention_full") && g_best.count("attention_swa"))
+    std::printf("  attention of one layer (%d query heads): full %.2f ms, all-SWA w = %d %.2f ms; "
+                "SWA / full time = %.3f (aim <= 1/6 = 0.167; exact visible-key ratio %.3f)\n",
+                c.num_heads, 1e3 * g_best["attention_full"], g_tokens / 16, 1e3 * g_best["attention_swa"],
+                g_best["attention_swa"] / g_best["attention_full"],
+                (static_cast<double>(g_tokens) * (g_tokens / 16) - (g_tokens / 16.0) * (g_tokens / 16 - 1) / 2) /
+                    (static_cast<double>(g_tokens) * (g_tokens + 1) / 2));
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("  memory: weights %.1f MiB fp32; forward scratch at %d tokens %.1f MiB (+ residual %.1f MiB, "
+              "logits %.2f MiB per requested position); peak RSS %.1f MiB (getrusage maxrss, whole process)\n",
+              backend.model().weights.bytes() / 1048576.0, g_tokens, backend.scratch_bytes(g_tokens) / 1048576.0,
+              static_cast<double>(g_tokens) * c.hidden_size * 4 / 1048576.0, c.vocab_size * 4 / 1048576.0,
+              ru.ru_maxrss / 1024.0);
+  return 0;
+}
