@@ -70,8 +70,9 @@ std::vector<float> attention(std::span<const float> q, std::span<const float> k,
                              std::span<const float> v, const AttentionProblem& problem,
                              const Options& options = {});
 
-/// Device-resident random inputs of an attention problem (uniform [-1, 1),
-/// Boost.Random from `seed`) and timed runs of the kernel (CUDA events).
+/// Device-resident random inputs of an attention problem (2^20 values uniform
+/// in [-1, 1) from Boost.Random with `seed`, repeated with a shift to fill
+/// large problems quickly) and timed runs of the kernel (CUDA events).
 class AttentionBench {
  public:
   AttentionBench(const AttentionProblem& problem, const Options& options, std::uint64_t seed);
