@@ -321,6 +321,18 @@ class GgufWriter {
     tensors_.push_back({name, type, std::move(dims), std::move(data)});
   }
 
+  /// Removes a metadata key / a tensor (no-op when absent); returns whether it was there.
+  bool remove_key(const std::string& k) {
+    const auto n = kvs_.size();
+    std::erase_if(kvs_, [&](const Kv& kv) { return kv.key == k; });
+    return kvs_.size() != n;
+  }
+  bool remove_tensor(const std::string& name) {
+    const auto n = tensors_.size();
+    std::erase_if(tensors_, [&](const Tensor& t) { return t.name == name; });
+    return tensors_.size() != n;
+  }
+
   std::uint64_t alignment() const noexcept { return alignment_; }
 
   /// The file's bytes. Tensor offsets are assigned in insertion order.
@@ -663,12 +675,13 @@ struct GgufOptions {
   std::vector<std::string> omit;  ///< tensor names not to write (missing-tensor tests)
 };
 
-/// Writes `m` as a GGUF file: general.architecture/name, <arch>.* hyper-
+/// A GgufWriter holding `m`: general.architecture/name, <arch>.* hyper-
 /// parameters (key_length when head_dim != hidden/heads), tokenizer.ggml.*
 /// ("gpt2" model with tokens, token_type, merges, bos/eos, add_bos_token,
 /// pre), and the tensors under llama.cpp's names (output.weight only when
-/// untied). Returns the writer's bytes as written.
-inline Bytes write_gguf(const TinyModel& m, const std::filesystem::path& path, const GgufOptions& opt = {}) {
+/// untied). Tests may edit it (remove_key, remove_tensor, add ...) before
+/// writing; write_gguf writes it directly.
+inline GgufWriter gguf_writer(const TinyModel& m, const GgufOptions& opt = {}) {
   const model::Config& c = m.config;
   GgufWriter g;
   const std::string a = model::to_string(c.arch);
@@ -752,7 +765,12 @@ inline Bytes write_gguf(const TinyModel& m, const std::filesystem::path& path, c
     mat(p + "ffn_up.weight", L.w_up, opt.matrix_type);
     mat(p + "ffn_down.weight", L.w_down, opt.matrix_type);
   }
-  Bytes bytes = g.bytes(opt.version);
+  return g;
+}
+
+/// Writes `m` as a GGUF file (see gguf_writer); returns the bytes written.
+inline Bytes write_gguf(const TinyModel& m, const std::filesystem::path& path, const GgufOptions& opt = {}) {
+  Bytes bytes = gguf_writer(m, opt).bytes(opt.version);
   write_file(path, bytes);
   return bytes;
 }
