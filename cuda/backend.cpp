@@ -216,6 +216,7 @@ Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
   if (hidden < 1 || inter < 1 || vocab < 1)
     throw invalid_argument("hidden_size, intermediate_size and vocab_size must be positive",
                            "model config");
+  if (!(c.rms_eps >= 0.0)) throw invalid_argument("rms_eps must be >= 0", "rms_eps");
   tensor_core = detail::check_options(options, d);
   elem = detail::elem_of(options.dtype);
   data_type = options.dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -235,14 +236,13 @@ Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
     check_matrix(lw.wk, hkv * d, hidden, layer_name(l, "attn_k"));
     check_matrix(lw.wv, hkv * d, hidden, layer_name(l, "attn_v"));
     check_matrix(lw.wo, hidden, hq * d, layer_name(l, "attn_output"));
-    const bool bias = !lw.bq.empty() || !lw.bk.empty() || !lw.bv.empty();
-    if (bias || c.qkv_bias) {
-      check_vector(lw.bq, static_cast<std::size_t>(hq) * d, layer_name(l, "attn_q.bias"));
-      check_vector(lw.bk, static_cast<std::size_t>(hkv) * d, layer_name(l, "attn_k.bias"));
-      check_vector(lw.bv, static_cast<std::size_t>(hkv) * d, layer_name(l, "attn_v.bias"));
-    }
-    if (!lw.q_norm.empty() || c.qk_norm) check_vector(lw.q_norm, static_cast<std::size_t>(d), layer_name(l, "attn_q_norm"));
-    if (!lw.k_norm.empty() || c.qk_norm) check_vector(lw.k_norm, static_cast<std::size_t>(d), layer_name(l, "attn_k_norm"));
+    // Biases and Q/K norms exist exactly when the config says so (as on the CPU).
+    const std::size_t bias = c.qkv_bias ? 1 : 0, norm = c.qk_norm ? 1 : 0;
+    check_vector(lw.bq, bias * hq * d, layer_name(l, "attn_q.bias"));
+    check_vector(lw.bk, bias * hkv * d, layer_name(l, "attn_k.bias"));
+    check_vector(lw.bv, bias * hkv * d, layer_name(l, "attn_v.bias"));
+    check_vector(lw.q_norm, norm * d, layer_name(l, "attn_q_norm"));
+    check_vector(lw.k_norm, norm * d, layer_name(l, "attn_k_norm"));
     check_vector(lw.ffn_norm, static_cast<std::size_t>(hidden), layer_name(l, "ffn_norm"));
     check_matrix(lw.w_gate, inter, hidden, layer_name(l, "ffn_gate"));
     check_matrix(lw.w_up, inter, hidden, layer_name(l, "ffn_up"));

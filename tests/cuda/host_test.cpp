@@ -204,6 +204,12 @@ TEST_CASE("CUDA options and weights are validated before any device is touched")
   } catch (const invalid_argument& e) {
     CHECK(std::string(e.what()).find("blk.1.attn_k") != std::string::npos);
   }
+  auto missing_bias = test::tiny_model(test::tiny_config(model::Arch::qwen2), test::seed(504));
+  missing_bias.weights.layers[0].bv.clear();
+  CHECK_THROWS_AS(cuda::Backend{missing_bias}, invalid_argument);
+  auto stray_norm = model;  // llama: no Q/K norm expected
+  stray_norm.weights.layers[0].q_norm.assign(8, 1.0f);
+  CHECK_THROWS_AS(cuda::Backend{stray_norm}, invalid_argument);
   broken = model;
   broken.weights.layers.pop_back();
   CHECK_THROWS_AS(cuda::Backend{broken}, invalid_argument);
