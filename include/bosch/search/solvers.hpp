@@ -12,13 +12,19 @@
 ///   groups of C(n_g, k_g)) fits the budget; lexicographic order.
 /// - swap: count-preserving (1+lambda) local search. A proposal applies m
 ///   random swaps (one SWA unit and one full unit of the same group exchange
-///   states), so every per-group count stays exact. m adapts: back to 1 after
-///   the parent improves, +1 after a failed generation, cycling back to 1 past
-///   m_max = min(Options::max_swaps, largest useful m). Ties are accepted when
-///   Options::accept_equal (plateau moves). After Options::restart_after
-///   generations without a new best, the parent restarts from the best
-///   perturbed by min(largest useful m, max(2, 2 * max_swaps)) swaps.
-///   Proposals already in the memo are redrawn (up to 16 tries).
+///   states), so every per-group count stays exact. Proposals already in the
+///   memo are redrawn (up to 16 tries), so single swaps sample the
+///   neighbourhood without replacement. m adapts: 1 while the parent keeps
+///   improving; after each further "sweep" of failed generations (a sweep =
+///   ceil(N1 / lambda) generations, N1 = number of single swaps) m grows by
+///   one, up to min(Options::max_swaps, largest useful m). When several
+///   proposals of a generation improve on the parent, their changes are merged
+///   (best first, skipping ones that touch units already changed) and the
+///   merge is evaluated too: independent improvements in different layers are
+///   combined. Ties are accepted when Options::accept_equal (plateau moves).
+///   After Options::restart_after further failed generations at the largest
+///   m, the parent restarts from the best perturbed by
+///   min(largest useful m, max(2, 2 * max_swaps)) swaps.
 /// - penalized: (1+lambda) evolution with free bit flips (rate
 ///   Options::mutation_rate, default 1/n, at least one flip), minimizing the
 ///   paper's L = -S^ + alpha * penalty (per-layer or global scope). One
@@ -174,20 +180,41 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
 
   std::vector<int> swappable;
   int m_max = 0;
+  std::size_t n1 = 0;  // size of the single-swap neighbourhood
   for (std::size_t i = 0; i < p.groups.size(); ++i) {
     const int n = static_cast<int>(p.groups[i].units.size()), k = p.groups[i].count;
     if (k > 0 && k < n) {
       swappable.push_back(static_cast<int>(i));
       m_max += std::min(k, n - k);
+      n1 += static_cast<std::size_t>(k) * static_cast<std::size_t>(n - k);
     }
   }
+  if (swappable.empty()) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
   const int kick = std::max(2, std::min(m_max, 2 * o.max_swaps));  // restart perturbation
   m_max = std::max(1, std::min(m_max, o.max_swaps));
-  if (swappable.empty()) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
-  int m = 1, stagnation = 0, idle = 0;
+  const int lambda = o.lambda;
+  // Generations that sample about one neighbourhood's worth of proposals.
+  const int sweep = static_cast<int>((n1 + static_cast<std::size_t>(lambda) - 1) /
+                                     static_cast<std::size_t>(lambda));
+  int fails = 0, idle = 0;
+  auto restart = [&]() -> bool {
+    if (detail::allowance(obj, p, e0, 1) == 0) return false;
+    const HeadMask from = apply_state(p, best.state);
+    parent = best.state;
+    for (int s = 0; s < kick; ++s) detail::random_swap(p, swappable, parent, g);
+    HeadMask rm = apply_state(p, parent);
+    auto v = obj.evaluate(rm, &from);
+    if (!v) return false;
+    parent_mask = std::move(rm);
+    parent_score = *v;
+    history.emplace_back(parent, parent_score);
+    best.offer(parent, parent_score);
+    fails = 0;
+    return true;
+  };
   while (!obj.stopped()) {
-    const std::size_t nprop =
-        detail::allowance(obj, p, e0, static_cast<std::size_t>(o.lambda));
+    const int m = std::min(m_max, 1 + fails / sweep);
+    const std::size_t nprop = detail::allowance(obj, p, e0, static_cast<std::size_t>(lambda));
     if (nprop == 0) break;
     std::vector<std::vector<std::uint8_t>> props;
     std::vector<HeadMask> masks;
@@ -204,59 +231,74 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
     }
     if (props.empty()) {
       // Every nearby point is already known: widen the move, then restart.
-      if (++idle > 2 * m_max + 8) break;
-      m = m % m_max + 1;
-      if (idle % 4 == 0) {
-        if (detail::allowance(obj, p, e0, 1) == 0) break;
-        parent = best.state;
-        parent_mask = apply_state(p, parent);
-        parent_score = best.score;
-        for (int s = 0; s < kick; ++s) detail::random_swap(p, swappable, parent, g);
-        parent_mask = apply_state(p, parent);
-        auto v = obj.evaluate(parent_mask, nullptr);
-        if (!v) break;
-        parent_score = *v;
-        history.emplace_back(parent, parent_score);
-        best.offer(parent, parent_score);
+      if (++idle > 4 * m_max + 16) break;
+      if (m < m_max) {
+        fails = m * sweep;
+      } else if (idle % 4 == 0 && !restart()) {
+        break;
       }
       continue;
     }
     idle = 0;
     const auto scores = obj.evaluate_many(masks, &parent_mask);
     std::optional<std::size_t> pick;
+    std::vector<std::size_t> improving;
     for (std::size_t j = 0; j < props.size(); ++j) {
       if (!scores[j]) continue;
       history.emplace_back(props[j], *scores[j]);
+      best.offer(props[j], *scores[j]);
       if (!pick || *scores[j] > *scores[*pick]) pick = j;
+      if (*scores[j] > parent_score) improving.push_back(j);
     }
     if (!pick) break;
-    const double cs = *scores[*pick];
-    const bool new_best = cs > best.score;
-    best.offer(props[*pick], cs);
-    if (cs > parent_score || (o.accept_equal && cs == parent_score)) {
-      const bool strict = cs > parent_score;
-      parent = props[*pick];
-      parent_mask = masks[*pick];
+    std::vector<std::uint8_t> next = props[*pick];
+    HeadMask next_mask = masks[*pick];
+    double cs = *scores[*pick];
+    // Combine independent improvements (disjoint changed units), best first.
+    if (improving.size() >= 2) {
+      std::stable_sort(improving.begin(), improving.end(),
+                       [&](std::size_t a, std::size_t b) { return *scores[a] > *scores[b]; });
+      auto combo = parent;
+      std::vector<std::uint8_t> touched(parent.size(), 0);
+      int merged = 0;
+      for (std::size_t j : improving) {
+        bool clash = false;
+        for (std::size_t u = 0; u < parent.size(); ++u)
+          if (props[j][u] != parent[u] && touched[u]) clash = true;
+        if (clash) continue;
+        for (std::size_t u = 0; u < parent.size(); ++u)
+          if (props[j][u] != parent[u]) {
+            combo[u] = props[j][u];
+            touched[u] = 1;
+          }
+        ++merged;
+      }
+      HeadMask cm = apply_state(p, combo);
+      if (merged >= 2 && !obj.known(cm) && detail::allowance(obj, p, e0, 1) > 0) {
+        if (auto v = obj.evaluate(cm, &parent_mask)) {
+          history.emplace_back(combo, *v);
+          best.offer(combo, *v);
+          if (*v > cs) {
+            next = std::move(combo);
+            next_mask = std::move(cm);
+            cs = *v;
+          }
+        }
+      }
+    }
+    if (cs > parent_score) {
+      parent = std::move(next);
+      parent_mask = std::move(next_mask);
       parent_score = cs;
-      m = strict ? 1 : m % m_max + 1;
+      fails = 0;
     } else {
-      m = m % m_max + 1;
+      if (o.accept_equal && cs == parent_score) {
+        parent = std::move(next);
+        parent_mask = std::move(next_mask);
+      }
+      ++fails;
     }
-    stagnation = new_best ? 0 : stagnation + 1;
-    if (stagnation >= o.restart_after) {
-      if (detail::allowance(obj, p, e0, 1) == 0) break;
-      stagnation = 0;
-      m = 1;
-      parent = best.state;
-      for (int s = 0; s < kick; ++s) detail::random_swap(p, swappable, parent, g);
-      HeadMask rm = apply_state(p, parent);
-      auto v = obj.evaluate(rm, &parent_mask);
-      if (!v) break;
-      parent_mask = std::move(rm);
-      parent_score = *v;
-      history.emplace_back(parent, parent_score);
-      best.offer(parent, parent_score);
-    }
+    if (m == m_max && fails >= (m_max - 1) * sweep + o.restart_after && !restart()) break;
   }
   return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
 }
