@@ -47,26 +47,44 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)
 #endif
 }
 
+// Four 8x8 16-bit matrices from shared memory, transposed: lanes 8m..8m+7 give
+// the row addresses (16 bytes each) of matrix m, and lane l receives of each
+// matrix the elements (row 2(l%4), col l/4) and (row 2(l%4)+1, col l/4) -
+// the B fragment of mma.m16n8k16 for a row-major [k, n] operand (PTX ISA,
+// "ldmatrix").
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
 // Tensor-core kernel. Block: WARPS warps, query rows [q0, q1) of one tile
 // (16 rows per warp), one query head (blockIdx.y). Per key tile: the block
-// loads K [BK, D] and V transposed [D, BK] into shared memory (only tiles
-// that meet the head's window: key_tiles()); each warp computes its 16 x BK
+// loads K and V [BK, D] into shared memory (only tiles that meet the head's
+// window: key_tiles()); each warp computes its 16 x BK
 // scores S = Q K^T with mma.sync, scales them to log2 units, masks them when
 // the tile is not fully visible to its rows, updates the running max m and
 // sum l (fp32; the sum adds the probabilities as rounded to T, the values
 // multiplied with V, so the weights sum to exactly what l holds), rescales
-// its output accumulator and adds P V. The output is O / l rounded to T.
+// its output accumulator and adds P V (V's B fragments by ldmatrix.trans).
+// The output is O / l rounded to T.
 template <class T, int D, int WARPS, int BK>
 __global__ void __launch_bounds__(WARPS * 32) attention_tc_kernel(AttentionArgs a) {
   constexpr int KS = D / 16;        // k-steps of Q K^T over the head dim
   constexpr int NT = BK / 8;        // 8-key column tiles of S
   constexpr int DT = D / 8;         // 8-dim column tiles of O
   constexpr int KSTRIDE = D + 8;    // padded rows: conflict-free fragment loads
-  constexpr int VSTRIDE = BK + 8;
+  constexpr int VSTRIDE = D + 8;
   constexpr int THREADS = WARPS * 32;
   static_assert(D % 16 == 0 && BK % 16 == 0, "tile shapes");
   __shared__ __align__(16) T ks[BK * KSTRIDE];
-  __shared__ __align__(16) T vt[D * VSTRIDE];
+  __shared__ __align__(16) T vs[BK * VSTRIDE];
 
   const AttentionTile tile = a.tiles[blockIdx.x];
   const int h = blockIdx.y;
@@ -137,9 +155,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_tc_kernel(AttentionArgs 
         vv = *reinterpret_cast<const uint4*>(vp + off);
       }
       *reinterpret_cast<uint4*>(ks + r * KSTRIDE + c) = kv;
-      const T* ve = reinterpret_cast<const T*>(&vv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) vt[(c + e) * VSTRIDE + r] = ve[e];
+      *reinterpret_cast<uint4*>(vs + r * VSTRIDE + c) = vv;
     }
     __syncthreads();
     if (!active || !tile_touches(wq0, wq1, k0, k0 + BK, window, sinks)) continue;
@@ -205,10 +221,15 @@ __global__ void __launch_bounds__(WARPS * 32) attention_tc_kernel(AttentionArgs 
                                    pack2<T>(s[2 * kk][2], s[2 * kk][3]),
                                    pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                    pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      // Lane l addresses key kk*16 + l%16 at dims (j + l/16)*8: matrices
+      // 0/1 are keys 0-7/8-15 of dim tile j, 2/3 the same of dim tile j+1.
+      const T* vr = vs + (kk * 16 + (lane & 15)) * VSTRIDE + (lane >> 4) * 8;
 #pragma unroll
-      for (int j = 0; j < DT; ++j) {
-        const T* vr = vt + (j * 8 + gr) * VSTRIDE + kk * 16 + 2 * tq;
-        mma16816<T>(o[j], pf, load32(vr), load32(vr + 8));
+      for (int j = 0; j < DT; j += 2) {
+        std::uint32_t b[4];
+        ldmatrix_x4_trans(b, vr + j * 8);
+        mma16816<T>(o[j], pf, b[0], b[1]);
+        mma16816<T>(o[j + 1], pf, b[2], b[3]);
       }
     }
   }
