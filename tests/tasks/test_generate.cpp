@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -423,4 +425,57 @@ TEST_CASE("tasks generate: invalid specs") {
   CHECK_THROWS_AS(parse_task_kind("niah"), bosch::invalid_argument);
   CHECK(parse_haystack("natural") == Haystack::natural);
   CHECK(parse_split("held_out") == Split::held_out);
+}
+
+TEST_CASE("tasks generate: sample i does not depend on the sample count") {
+  const TextCodec codec = bosch::test::byte_codec();
+  TaskSpec s;
+  s.kind = TaskKind::niah_multikey_2;
+  s.context_length = 1500;
+  s.seed = bosch::test::seed(30);
+  s.num_samples = 2;
+  const TaskSet two = generate(s, codec);
+  s.num_samples = 5;
+  const TaskSet five = generate(s, codec);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(two.samples[i].prompt == five.samples[i].prompt);
+    CHECK(two.samples[i].answer == five.samples[i].answer);
+  }
+  // Kind, split and length are separate streams under one seed.
+  TaskSpec other = s;
+  other.split = Split::held_out;
+  CHECK(generate(other, codec).samples[0].references != five.samples[0].references);
+  other = s;
+  other.context_length = 1600;
+  CHECK(generate(other, codec).samples[0].references != five.samples[0].references);
+}
+
+TEST_CASE("tasks generate: default text files from BOSCH_CACHE") {
+  const auto texts = bosch::test::fixture_texts();
+  if (texts.empty()) return;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("bosch-tasks-test-" + std::to_string(bosch::test::seed()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "text");
+  const char* old = std::getenv("BOSCH_CACHE");
+  const std::string saved = old ? old : "";
+  ::setenv("BOSCH_CACHE", dir.c_str(), 1);
+  CHECK_THROWS_AS(default_text_files(), bosch::file_error);  // empty folder
+  std::filesystem::copy_file(texts[1], dir / "text" / "b.txt");
+  std::filesystem::copy_file(texts[0], dir / "text" / "a.txt");
+  { std::ofstream(dir / "text" / "notes.md") << "not a text file"; }
+  const auto files = default_text_files();
+  REQUIRE(files.size() == 2);
+  CHECK(files[0].filename() == "a.txt");
+  CHECK(files[1].filename() == "b.txt");
+  TaskSpec s;
+  s.kind = TaskKind::niah_single_2;  // natural text, no text_files: the defaults
+  s.context_length = 800;
+  s.num_samples = 2;
+  const TaskSet set = generate(s, bosch::test::byte_codec());
+  CHECK(set.samples.size() == 2);
+  CHECK(set.description.find("(2 files)") != std::string::npos);
+  if (old) ::setenv("BOSCH_CACHE", saved.c_str(), 1);
+  else ::unsetenv("BOSCH_CACHE");
+  std::filesystem::remove_all(dir);
 }

@@ -20,9 +20,24 @@
 /// (the tail of the previous text, e.g. "is" before " 1234567") stripped, after
 /// checking that encode(anchor) is a prefix of it. This keeps the leading space
 /// of " 1234567" a part of the answer exactly as a model would produce it, and
-/// avoids SentencePiece's extra space prefix on a segment. The answer ids are
+/// avoids SentencePiece's extra space prefix on a segment. Haystack units and
+/// needles, which always follow a sentence end or a word, are tokenized once
+/// after the anchor "." and reused wherever they go. The answer ids are
 /// therefore the tokens that follow the prompt, and decode(answer) == answer_text
-/// up to the tokenizer's normalisation.
+/// up to the tokenizer's normalisation. The tests check, for SmolLM2 and
+/// stories260K, that encode(prompt_text) == prompt and encode(prompt_text +
+/// answer_text) == prompt + answer (BOS aside).
+///
+/// Templates. NIAH: RULER's niah.py template, needle "One of the special magic
+/// {numbers|uuids} for {key} is: {value}." and answer prefix, singularised as
+/// RULER does when one value is asked for; keys "adjective-noun" (words.hpp) or
+/// UUIDs, values 7-digit numbers or UUIDs; haystacks joined by " " (natural text)
+/// or "\n" (noise lines, needle lines). Passkey: the Landmark-attention lines
+/// (header, garbage, "The pass key is K. Remember it. K is the pass key.",
+/// garbage, "What is the pass key? The pass key is"), K 5-digit, the garbage cut
+/// at its sentences. Copy: [haystack with the span at depth] "\n" cue -> rest of
+/// the span. Several answer values are joined "a, b, c, and d" (multi-value: in
+/// context order; multi-query: in query order).
 ///
 /// Length. Fixed segments (header, question, answer prefix, answer, needles) are
 /// tokenized first; haystack units are then added while prompt + answer stays

@@ -61,7 +61,9 @@ enum class Split {
 /// A chat wrapper put around the task text (the user turn) before the answer
 /// prefix. Both strings are tokenized with control tokens parsed (e.g.
 /// "<|im_start|>"). Empty (the default) means a plain, base-model prompt as in
-/// RULER without a model template.
+/// RULER without a model template. When the suffix ends with a newline the
+/// answer prefix loses its leading space ("...assistant\nThe special magic...";
+/// RULER keeps it), and the copy task's cue is not put on a new line.
 struct PromptFormat {
   std::string prefix;  ///< before the task text, e.g. "<|im_start|>user\n"
   std::string suffix;  ///< after the question, e.g. "<|im_end|>\n<|im_start|>assistant\n"
@@ -89,7 +91,10 @@ struct TaskSpec {
   std::vector<double> depths;
   Haystack haystack = Haystack::automatic;
   /// Natural-text files (plain UTF-8) for Haystack::natural; empty means
-  /// default_text_files(). Order matters (it defines the text stream).
+  /// default_text_files(). Their split halves are joined, in this order, into one
+  /// cyclic stream of sentences; a sample's haystack is read from a random start
+  /// in it (wrapping around when it needs more text than the stream holds, as
+  /// RULER repeats its haystack).
   std::vector<std::filesystem::path> text_files;
   Split split = Split::calibration;
   std::uint64_t seed = 0;  ///< with kind, split, context_length and sample index -> sample seed
@@ -98,7 +103,11 @@ struct TaskSpec {
   /// (RULER uses a fixed 128 for NIAH; this is enough for a model that answers
   /// right after the answer prefix, and much cheaper on a CPU).
   int max_new_tokens = 0;
-  int copy_words = 32;  ///< copy: words in the repeated span (cue + answer)
+  /// copy: words in the repeated span (cue + answer). With natural text the span
+  /// is the words right before the haystack's start in the stream (from a
+  /// sentence start), so it is text the haystack does not contain; with the
+  /// noise haystack it is random words from words.hpp.
+  int copy_words = 32;
   int copy_cue = 4;     ///< copy: leading words of the span given as the cue (1 <= cue < words)
 };
 
