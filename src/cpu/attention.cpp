@@ -7,6 +7,7 @@
 #include <bosch/error.hpp>
 
 #include "eigen.hpp"
+#include "simd.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -103,7 +104,7 @@ void check_shape(const AttentionShape& s, std::size_t windows) {
 int query_tile(const AttentionTiles& tiles, const HeadWindow& window) {
   if (window.full()) return tiles.tile;
   if (tiles.swa_tile > 0) return tiles.swa_tile;
-  int t = std::min(tiles.tile, std::max(16, window.window / 4));
+  int t = std::min(tiles.tile, std::max(16, window.window / 8));
   t = std::max(8, t / 8 * 8);
   return std::min(t, tiles.tile);
 }
@@ -151,6 +152,8 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
   });
 
   const int tk = tiles.tile;
+  const int tk_cols = (tk + 7) / 8 * 8;  // key chunk of full heads (vector-friendly)
+  const int swa_cols = 4 * tk_cols;      // key chunk of window heads: the whole band up to 4 tiles
   const auto count = static_cast<std::ptrdiff_t>(items.size());
   // Threads only when there is enough work to pay for waking them (~1 MFLOP).
   const bool parallel = count > 1 && work.scores * static_cast<std::size_t>(hd) > 250000;
@@ -158,7 +161,10 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
   {
     RowMatrix qp(static_cast<Eigen::Index>(G) * max_rows, hd);
     RowMatrix acc(static_cast<Eigen::Index>(G) * max_rows, hd);
-    RowMatrix s(static_cast<Eigen::Index>(G) * max_rows, tk);
+    bool any_swa = false;
+    for (const auto& it : items) any_swa = any_swa || !it.window.full();
+    const int s_cols = any_swa ? swa_cols : tk_cols;
+    RowMatrix s(static_cast<Eigen::Index>(G) * max_rows, s_cols);
     std::vector<float> m(static_cast<std::size_t>(G) * max_rows), l(m.size());
 
 #pragma omp for schedule(dynamic, 1)
@@ -183,9 +189,18 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
 
       KeyRange ranges[2];
       const int nr = key_ranges(w, it.i0, it.i1, ranges);
-      for (int ri = 0; ri < nr; ++ri)
-        for (int j0 = ranges[ri].begin; j0 < ranges[ri].end; j0 += tk) {
-          const int len = std::min(tk, ranges[ri].end - j0);
+      for (int ri = 0; ri < nr; ++ri) {
+        // Equal chunks of at most `limit` keys, lengths rounded up to multiples
+        // of 8 (vector loops without scalar tails). A window head's band is
+        // short, so it goes in one chunk when it fits in 4 tiles: fewer, larger
+        // GEMMs and no rescaling.
+        const int limit = w.full() ? tk_cols : swa_cols;
+        const int span = ranges[ri].end - ranges[ri].begin;
+        const int chunks = (span + limit - 1) / limit;
+        int step = chunks > 0 ? (span + chunks - 1) / chunks : limit;
+        step = std::min(limit, (step + 7) / 8 * 8);
+        for (int j0 = ranges[ri].begin; j0 < ranges[ri].end; j0 += step) {
+          const int len = std::min(step, ranges[ri].end - j0);
           const int j1 = j0 + len;
           const std::size_t col = static_cast<std::size_t>(it.kv) * hd;
           ConstStrided K(k + static_cast<std::size_t>(it.base + j0) * shape.kv_stride + col, len, hd,
@@ -200,43 +215,41 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
           if (all_visible && !w.full()) all_visible = j0 > it.i1 - 1 - w.window || j1 <= w.sinks;
           for (int r = 0; r < T; ++r) {
             const int i = it.i0 + r;
-            KeyRange vis[2];
-            int nv = 1;
-            if (all_visible) {
-              vis[0] = {j0, j1};
-            } else {
-              nv = row_intervals(w, i, j0, j1, vis);
-            }
+            KeyRange vis[2] = {{j0, j1}, {}};
+            const int nv = all_visible ? 1 : row_intervals(w, i, j0, j1, vis);
+            const bool whole = nv == 1 && vis[0].begin == j0 && vis[0].end == j1;
             for (int hh = 0; hh < G; ++hh) {
               const Eigen::Index row = static_cast<Eigen::Index>(hh) * T + r;
-              float* srow = s.data() + row * tk;
+              float* srow = s.data() + row * s_cols;
               if (nv == 0) {  // nothing visible in this chunk
                 std::fill(srow, srow + len, 0.0f);
                 continue;
               }
-              float mx = neg_inf;
-              for (int x = 0; x < nv; ++x)
-                mx = std::max(mx, Eigen::Map<const Eigen::ArrayXf>(srow + (vis[x].begin - j0),
-                                                                   vis[x].end - vis[x].begin)
-                                      .maxCoeff());
-              const float m_new = std::max(m[row], mx);
-              const float alpha = std::exp(m[row] - m_new);  // 0 when m was -inf
-              float sum = 0.0f;
-              int pos = 0;
-              for (int x = 0; x < nv; ++x) {
-                const int a = vis[x].begin - j0, b = vis[x].end - j0;
-                std::fill(srow + pos, srow + a, 0.0f);
-                sum += exp_shifted(srow + a, static_cast<std::size_t>(b - a), m_new);
-                pos = b;
-              }
-              std::fill(srow + pos, srow + len, 0.0f);
+              // Invisible keys: -inf for the max, exact zeros after the exponential.
+              auto for_hidden = [&](auto&& f) {
+                int pos = 0;
+                for (int x = 0; x < nv; ++x) {
+                  f(pos, vis[x].begin - j0);
+                  pos = vis[x].end - j0;
+                }
+                f(pos, len);
+              };
+              if (!whole) for_hidden([&](int a, int b) { std::fill(srow + a, srow + b, neg_inf); });
+              const float m_new = std::max(m[row], simd::row_max(srow, static_cast<std::size_t>(len)));
+              const float alpha = m[row] == neg_inf ? 0.0f : simd::exp_scalar(m[row] - m_new);
+              const float sum = simd::exp_sum(srow, static_cast<std::size_t>(len), m_new);
+              if (!whole) for_hidden([&](int a, int b) { std::fill(srow + a, srow + b, 0.0f); });
+              // (The hidden keys' e^-87 ~ 1e-38 terms in `sum` vanish next to the
+              // row maximum's e^0 = 1.)
               l[row] = l[row] * alpha + sum;
-              if (alpha != 1.0f) A.row(row) *= alpha;
+              if (alpha != 1.0f && m[row] != neg_inf)  // (a row's first keys: acc is still 0)
+                simd::scale(acc.data() + row * hd, static_cast<std::size_t>(hd), alpha);
               m[row] = m_new;
             }
           }
           A.noalias() += S * V;
         }
+      }
       // Normalize and write out.
       for (int hh = 0; hh < G; ++hh)
         for (int r = 0; r < T; ++r) {

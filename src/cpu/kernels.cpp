@@ -5,10 +5,13 @@
 #include <bosch/error.hpp>
 
 #include "eigen.hpp"
+#include "simd.hpp"
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -73,47 +76,24 @@ void linear(const float* x, std::size_t rows, const model::Matrix& w, const floa
   }
 }
 
-namespace {
-constexpr int block = 16;
-using Block = Eigen::Array<float, block, 1>;
-}  // namespace
-
-float exp_shifted(float* x, std::size_t count, float shift) {
-  alignas(64) Block b;
-  Block acc = Block::Zero();
-  for (std::size_t i = 0; i < count; i += block) {
-    const std::size_t len = std::min<std::size_t>(block, count - i);
-    if (len == block) {
-      std::copy_n(x + i, block, b.data());
-    } else {
-      b.setConstant(-std::numeric_limits<float>::infinity());
-      std::copy_n(x + i, len, b.data());
-    }
-    b = (b - shift).exp();
-    if (len < block) b.tail(block - static_cast<Eigen::Index>(len)).setZero();
-    acc += b;
-    std::copy_n(b.data(), len, x + i);
-  }
-  return acc.sum();
-}
+float exp_shifted(float* x, std::size_t count, float shift) { return simd::exp_sum(x, count, shift); }
 
 void silu_mul(float* gate, const float* up, std::size_t count) {
   constexpr std::size_t chunk = 4096;
   const auto chunks = static_cast<std::ptrdiff_t>((count + chunk - 1) / chunk);
 #pragma omp parallel for schedule(static) if (count > 65536)
   for (std::ptrdiff_t c = 0; c < chunks; ++c) {
-    const std::size_t begin = static_cast<std::size_t>(c) * chunk;
-    const std::size_t end = std::min(count, begin + chunk);
-    alignas(64) Block g, u;
-    for (std::size_t i = begin; i < end; i += block) {
-      const std::size_t len = std::min<std::size_t>(block, end - i);
-      g.setZero();
-      u.setZero();
-      std::copy_n(gate + i, len, g.data());
-      std::copy_n(up + i, len, u.data());
-      g = g / (1.0f + (-g).exp()) * u;
-      std::copy_n(g.data(), len, gate + i);
+    std::size_t i = static_cast<std::size_t>(c) * chunk;
+    const std::size_t end = std::min(count, i + chunk);
+#if defined(__AVX2__) && defined(__FMA__)
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    for (; i + 8 <= end; i += 8) {
+      const __m256 g = _mm256_loadu_ps(gate + i);
+      const __m256 e = simd::exp_avx2(_mm256_sub_ps(zero, g));
+      _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
     }
+#endif
+    for (; i < end; ++i) gate[i] = gate[i] / (1.0f + simd::exp_scalar(0.0f - gate[i])) * up[i];
   }
 }
 

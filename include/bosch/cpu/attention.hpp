@@ -12,7 +12,7 @@
 /// head [0, i1); for a sliding-window head with window w and s sinks the keys
 /// [max(0, i0 - w + 1), i1) plus [0, s), where [i0, i1) are the item's query
 /// rows. Keys outside those ranges are never read, so an SWA head costs
-/// O(n (w + tile)) instead of O(n^2). Per chunk: S = Q K^T (Eigen GEMM),
+/// O(n (w + swa_tile)) instead of O(n^2). Per chunk: S = Q K^T (Eigen GEMM),
 /// entries invisible to a row set to -inf, running max m and sum l updated,
 /// accumulator rescaled by exp(m_old - m_new) and increased by P V (Eigen
 /// GEMM); at the end out = acc / l. All in fp32. OpenMP over items (largest
@@ -47,9 +47,11 @@ struct HeadWindow {
 };
 
 /// Tile sizes. Query tiles of `tile` rows for full heads and of `swa_tile`
-/// rows for window heads (0 = automatic: min(tile, max(16, w / 4)) rounded
-/// to a multiple of 8, which bounds the work wasted on the masked corners of
-/// the band at about tile / w); key chunks of at most `tile` keys.
+/// rows for window heads (0 = automatic: min(tile, max(16, w / 8)) rounded
+/// down to a multiple of 8, which bounds the work wasted on the masked
+/// corners of the band at about swa_tile / w). Key chunks: at most `tile`
+/// keys (rounded up to a multiple of 8) for full heads; a window head's band
+/// of swa_tile + w - 1 keys in chunks of at most 4 such tiles (usually one).
 struct AttentionTiles {
   int tile = 64;
   int swa_tile = 0;

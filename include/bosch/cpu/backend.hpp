@@ -28,7 +28,7 @@ namespace bosch::cpu {
 struct Options {
   int threads = 0;  ///< OpenMP threads; 0 = OpenMP's default
   int tile = 64;    ///< attention key/query tile size
-  /// Query tile of sliding-window heads; 0 = automatic, min(tile, max(16, w/4))
+  /// Query tile of sliding-window heads; 0 = automatic, min(tile, max(16, w/8))
   /// (see cpu/attention.hpp). A window at least as long as the sequence runs
   /// as a full head, so it gives exactly the full-attention result.
   int swa_tile = 0;

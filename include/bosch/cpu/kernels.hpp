@@ -45,13 +45,14 @@ void rms_norm(const float* x, float* y, std::size_t rows, int dim, const float* 
 void linear(const float* x, std::size_t rows, const model::Matrix& w, const float* bias, float* y);
 
 /// x[i] = exp(x[i] - shift) for `count` values; returns their sum (in fp32,
-/// in a fixed order). Vectorized (Eigen's packet exp) in blocks of 16 copied
-/// to an aligned buffer, so every value takes the same code path whatever
-/// the address: results never depend on memory alignment.
+/// in an order fixed by `count`). Cody-Waite reduction + Cephes polynomial
+/// (relative error <= 1e-7), AVX2 when compiled for it. Which elements take
+/// the vector path depends only on `count`, never on the address, so results
+/// never depend on memory alignment.
 float exp_shifted(float* x, std::size_t count, float shift);
 
 /// gate[i] = silu(gate[i]) * up[i] for `count` values (SwiGLU), silu(g) = g / (1 + e^-g).
-/// Alignment-independent like exp_shifted.
+/// Same exponential as exp_shifted.
 void silu_mul(float* gate, const float* up, std::size_t count);
 
 /// dst[i] += src[i] for `count` values.
