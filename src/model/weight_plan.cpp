@@ -65,6 +65,11 @@ bool same_shape(std::vector<std::uint64_t> a, std::vector<std::uint64_t> b) {
 
 Weights fill_weights(const TensorSource& src, const Config& c, const TensorNames& names,
                      const WeightOptions& opt) {
+  // Bound the layer count by the tensors really present before allocating
+  // per-layer structures (a corrupt block_count could be 2^31 - 1).
+  for (int l = 0; l < c.num_layers; ++l)
+    if (!src.has(names.layer(l, "attn_norm")))
+      throw format_error("missing tensor", src.where_tensor(names.layer(l, "attn_norm")));
   Weights w;
   w.layers.resize(static_cast<std::size_t>(c.num_layers));
   const auto V = static_cast<std::uint64_t>(c.vocab_size), D = static_cast<std::uint64_t>(c.hidden_size),

@@ -153,6 +153,11 @@ TEST_CASE("GGUF models with wrong content name file and tensor or key") {
     expect_error(path, {p, "key 'llama.attention.head_count_kv'", "not a multiple"});
     g = w::gguf_writer(m);
     g.remove_key("llama.block_count");
+    g.set_u32("llama.block_count", 2147483647u);  // checked against the tensors before allocating
+    g.write(path);
+    expect_error(path, {p, "missing tensor", "tensor 'blk.2.attn_norm.weight'"});
+    g = w::gguf_writer(m);
+    g.remove_key("llama.block_count");
     g.set_u32("llama.block_count", 0);
     g.write(path);
     expect_error(path, {p, "key 'llama.block_count'", "must be positive"});
