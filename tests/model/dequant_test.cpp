@@ -12,6 +12,8 @@
 #include <boost/random/normal_distribution.hpp>
 
 #include <bit>
+#include <fstream>
+#include <map>
 #include <cmath>
 #include <limits>
 
@@ -258,4 +260,49 @@ TEST_CASE("large tensors dequantize identically with OpenMP splitting") {
     }
     CHECK(same);
   }
+}
+
+TEST_CASE("dequantization agrees with an independent implementation (gguf-py vectors)") {
+  // tests/model/data/ggml_blocks.txt: random blocks of each type decoded by
+  // the numpy reference of the `gguf` Python package (see make_ggml_blocks.py).
+  // Both compute in float32 from the same fp16 scales; allowed difference:
+  // 2 float32 ulps (operation order may differ, e.g. d*sc*q vs (d*sc)*q).
+  std::ifstream in(std::string(BOSCH_SOURCE_DIR) + "/tests/model/data/ggml_blocks.txt");
+  REQUIRE(in.good());
+  const std::map<std::string, GgmlType> types = {{"Q4_0", GgmlType::q4_0}, {"Q4_1", GgmlType::q4_1},
+                                                 {"Q8_0", GgmlType::q8_0}, {"Q4_K", GgmlType::q4_k},
+                                                 {"Q6_K", GgmlType::q6_k}, {"F16", GgmlType::f16},
+                                                 {"BF16", GgmlType::bf16}};
+  std::string word, name, hex;
+  int blocks = 0, sections = 0;
+  while (in >> word) {
+    REQUIRE(word == "type");
+    in >> name >> blocks >> word >> hex;
+    REQUIRE(word == "bytes");
+    CAPTURE(name);
+    REQUIRE(types.count(name) == 1);
+    const GgmlType t = types.at(name);
+    w::Bytes bytes;
+    for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+      bytes.push_back(static_cast<std::byte>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    const auto f = *block_format(static_cast<std::uint32_t>(t));
+    REQUIRE(bytes.size() == static_cast<std::size_t>(blocks * f.block_bytes));
+    const std::size_t n = static_cast<std::size_t>(blocks * f.block_elements);
+    in >> word;
+    REQUIRE(word == "values");
+    std::vector<float> want(n);
+    for (auto& v : want) in >> v;
+    REQUIRE(in.good());
+    const auto got = dq(t, bytes, n);
+    int mismatches = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float tol = 2 * std::abs(want[i]) * std::numeric_limits<float>::epsilon();
+      if (std::abs(got[i] - want[i]) > tol) {
+        if (mismatches++ < 3) CHECK(got[i] == want[i]);
+      }
+    }
+    CHECK(mismatches == 0);
+    ++sections;
+  }
+  CHECK(sections == 7);
 }
