@@ -82,6 +82,37 @@ void block_q4_1(const std::byte* b, float* y, const std::array<float, 65536>& t)
   }
 }
 
+inline std::uint32_t read_u32(const std::byte* p) noexcept {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+void block_q5_0(const std::byte* b, float* y, const std::array<float, 65536>& t) noexcept {
+  const float d = half(b, t);
+  const std::uint32_t qh = read_u32(b + 2);
+  const std::uint8_t* qs = u8(b + 6);
+  for (int j = 0; j < qk / 2; ++j) {
+    const int hi0 = static_cast<int>((qh >> j) & 1u) << 4;
+    const int hi1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+    y[j] = d * static_cast<float>(((qs[j] & 0x0f) | hi0) - 16);
+    y[j + qk / 2] = d * static_cast<float>(((qs[j] >> 4) | hi1) - 16);
+  }
+}
+
+void block_q5_1(const std::byte* b, float* y, const std::array<float, 65536>& t) noexcept {
+  const float d = half(b, t);
+  const float m = half(b + 2, t);
+  const std::uint32_t qh = read_u32(b + 4);
+  const std::uint8_t* qs = u8(b + 8);
+  for (int j = 0; j < qk / 2; ++j) {
+    const int hi0 = static_cast<int>((qh >> j) & 1u) << 4;
+    const int hi1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+    y[j] = d * static_cast<float>((qs[j] & 0x0f) | hi0) + m;
+    y[j + qk / 2] = d * static_cast<float>((qs[j] >> 4) | hi1) + m;
+  }
+}
+
 /// Scale and min of sub-block j (0..7) from Q4_K's 12 packed bytes: entries
 /// 0-3 are the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); entries 4-7
 /// take their low 4 bits from bytes 8-11 and their top 2 bits from the top
@@ -109,6 +140,30 @@ void block_q4_k(const std::byte* b, float* y, const std::array<float, 65536>& t)
     const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
     for (int l = 0; l < 32; ++l) y[l] = d0 * static_cast<float>(q[l] & 0x0f) - min0;
     for (int l = 0; l < 32; ++l) y[32 + l] = d1 * static_cast<float>(q[l] >> 4) - min1;
+    y += 64;
+    q += 32;
+  }
+}
+
+/// Q5_K: Q4_K's layout plus qh[32] (after the scales, before qs) holding the
+/// fifth bit: bit 2p of qh[l] for element l of sub-block 2p, bit 2p+1 for 2p+1.
+void block_q5_k(const std::byte* b, float* y, const std::array<float, 65536>& t) noexcept {
+  const float d = half(b, t);
+  const float dmin = half(b + 2, t);
+  const std::uint8_t* scales = u8(b + 4);
+  const std::uint8_t* qh = u8(b + 16);
+  const std::uint8_t* q = u8(b + 48);
+  for (int pair = 0; pair < 4; ++pair) {
+    int sc0, m0, sc1, m1;
+    q4_k_scale_min(2 * pair, scales, sc0, m0);
+    q4_k_scale_min(2 * pair + 1, scales, sc1, m1);
+    const float d0 = d * static_cast<float>(sc0), min0 = dmin * static_cast<float>(m0);
+    const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
+    const int bit0 = 2 * pair, bit1 = 2 * pair + 1;
+    for (int l = 0; l < 32; ++l)
+      y[l] = d0 * static_cast<float>((q[l] & 0x0f) | (((qh[l] >> bit0) & 1) << 4)) - min0;
+    for (int l = 0; l < 32; ++l)
+      y[32 + l] = d1 * static_cast<float>((q[l] >> 4) | (((qh[l] >> bit1) & 1) << 4)) - min1;
     y += 64;
     q += 32;
   }
@@ -213,7 +268,10 @@ bool can_dequantize(GgmlType type) noexcept {
     case GgmlType::q4_0:
     case GgmlType::q4_1:
     case GgmlType::q4_k:
-    case GgmlType::q6_k: return true;
+    case GgmlType::q6_k:
+    case GgmlType::q5_0:
+    case GgmlType::q5_1:
+    case GgmlType::q5_k: return true;
     default: return false;
   }
 }
@@ -249,6 +307,9 @@ void dequantize(GgmlType type, std::span<const std::byte> src, std::span<float> 
     case GgmlType::q4_1: fn = block_q4_1; break;
     case GgmlType::q4_k: fn = block_q4_k; break;
     case GgmlType::q6_k: fn = block_q6_k; break;
+    case GgmlType::q5_0: fn = block_q5_0; break;
+    case GgmlType::q5_1: fn = block_q5_1; break;
+    case GgmlType::q5_k: fn = block_q5_k; break;
     default: break;
   }
   if (type == GgmlType::f32) {  // plain copy (the mapping may be unaligned for floats)

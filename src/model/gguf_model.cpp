@@ -81,7 +81,7 @@ class GgufSource final : public detail::TensorSource {
     const auto* t = f_.find_tensor(n);
     if (!can_dequantize(t->ggml_type()))
       throw format_error("unsupported tensor type " + type_name(t->type) +
-                             " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)",
+                             " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)",
                          where_tensor(n));
   }
   void read(const std::string& n, std::span<float> dst) const override {

@@ -90,10 +90,11 @@ TEST_CASE("block formats and storage sizes follow ggml") {
   CHECK(type_name(12) == "Q4_K");
   CHECK(type_name(99) == "type 99");
   CHECK(can_dequantize(GgmlType::q6_k));
-  CHECK_FALSE(can_dequantize(GgmlType::q5_k));
+  CHECK(can_dequantize(GgmlType::q5_k));
+  CHECK_FALSE(can_dequantize(GgmlType::q3_k));
   std::vector<float> out(256);
-  std::vector<std::byte> in(176);
-  CHECK_THROWS_AS(dequantize(GgmlType::q5_k, in, out), invalid_argument);
+  std::vector<std::byte> in(110);
+  CHECK_THROWS_AS(dequantize(GgmlType::q3_k, in, out), invalid_argument);
   std::vector<std::byte> short_in(143);
   CHECK_THROWS_AS(dequantize(GgmlType::q4_k, short_in, out), invalid_argument);
 }
@@ -272,6 +273,8 @@ TEST_CASE("dequantization agrees with an independent implementation (gguf-py vec
   const std::map<std::string, GgmlType> types = {{"Q4_0", GgmlType::q4_0}, {"Q4_1", GgmlType::q4_1},
                                                  {"Q8_0", GgmlType::q8_0}, {"Q4_K", GgmlType::q4_k},
                                                  {"Q6_K", GgmlType::q6_k}, {"F16", GgmlType::f16},
+                                                 {"Q5_0", GgmlType::q5_0}, {"Q5_1", GgmlType::q5_1},
+                                                 {"Q5_K", GgmlType::q5_k},
                                                  {"BF16", GgmlType::bf16}};
   std::string word, name, hex;
   int blocks = 0, sections = 0;
@@ -304,5 +307,5 @@ TEST_CASE("dequantization agrees with an independent implementation (gguf-py vec
     CHECK(mismatches == 0);
     ++sections;
   }
-  CHECK(sections == 7);
+  CHECK(sections == 10);
 }

@@ -88,9 +88,9 @@ TEST_CASE("GGUF models with wrong content name file and tensor or key") {
   SUBCASE("known but unsupported tensor type") {
     auto g = w::gguf_writer(m);
     g.remove_tensor("blk.0.attn_v.weight");
-    g.add_raw_tensor("blk.0.attn_v.weight", static_cast<std::uint32_t>(GgmlType::q5_0), {32, 16}, w::Bytes(16 * 22));
+    g.add_raw_tensor("blk.0.attn_v.weight", static_cast<std::uint32_t>(GgmlType::q8_1), {32, 16}, w::Bytes(16 * 36));
     g.write(path);
-    expect_error(path, {p, "tensor 'blk.0.attn_v.weight'", "unsupported tensor type Q5_0"});
+    expect_error(path, {p, "tensor 'blk.0.attn_v.weight'", "unsupported tensor type Q8_1"});
   }
   SUBCASE("unknown architecture") {
     auto g = w::gguf_writer(m);

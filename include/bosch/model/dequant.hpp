@@ -12,10 +12,15 @@
 ///    y[j + 16] = d * ((qs[j] >> 4) - 8), j < 16.
 ///  - Q4_1 (32, 20): half d, m; uint8 qs[16]. y[j] = d * (qs[j] & 15) + m,
 ///    y[j + 16] = d * (qs[j] >> 4) + m.
+///  - Q5_0 (32, 22): half d; uint32 qh (fifth bits: bit j for y[j], bit j+16
+///    for y[j+16]); uint8 qs[16] as Q4_0. y = d * (q - 16), q in [0, 31].
+///  - Q5_1 (32, 24): half d, m; uint32 qh; uint8 qs[16]. y = d * q + m.
 ///  - Q4_K (256, 144): half d, dmin; uint8 scales[12] (eight 6-bit scales and
 ///    eight 6-bit mins, packed); uint8 qs[128]. Sub-block s (32 elements) is
 ///    y = d * sc[s] * q - dmin * mn[s]; the 64 elements of a pair of sub-blocks
 ///    share 32 bytes of qs (low nibbles first sub-block, high nibbles second).
+///  - Q5_K (256, 176): as Q4_K with uint8 qh[32] between scales and qs; the
+///    fifth bit of element l of sub-block s is bit s of qh[l].
 ///  - Q6_K (256, 210): uint8 ql[128] (low 4 bits), uint8 qh[64] (high 2 bits),
 ///    int8 scales[16] (one per 16 elements), half d. y = d * scale * (q - 32).
 ///  - F32, F16 (binary16), BF16 (upper half of a binary32): one element each.
@@ -67,7 +72,8 @@ std::optional<BlockFormat> block_format(std::uint32_t id) noexcept;
 /// ggml's name of a type id ("F32", "Q4_K", ...), or "type <id>" when unknown.
 std::string type_name(std::uint32_t id);
 
-/// True for the types dequantize() converts: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K.
+/// True for the types dequantize() converts: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+/// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
 bool can_dequantize(GgmlType type) noexcept;
 
 /// Bytes taken by `elements` elements of `type` (elements must be a multiple

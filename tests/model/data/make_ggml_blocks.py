@@ -26,6 +26,9 @@ HALF_FIELDS = {
     T.Q4_1: [0, 2],
     T.Q8_0: [0],
     T.Q4_K: [0, 2],
+    T.Q5_0: [0],
+    T.Q5_1: [0, 2],
+    T.Q5_K: [0, 2],
     T.Q6_K: [208],
     T.F16: [0],
     T.BF16: [],
@@ -39,7 +42,7 @@ def random_half(rng, n):
     return (s * 2.0 ** v).astype(np.float16)
 
 
-for qtype in [T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q6_K, T.F16, T.BF16]:
+for qtype in [T.Q4_0, T.Q4_1, T.Q8_0, T.Q4_K, T.Q6_K, T.F16, T.BF16, T.Q5_0, T.Q5_1, T.Q5_K]:
     block_elems, block_bytes = GGML_QUANT_SIZES[qtype]
     n_blocks = BLOCKS if block_elems > 1 else 64
     raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
