@@ -264,10 +264,16 @@ Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
   props.location.id = options.device;
-  BOSCH_CUDA_CHECK(cudaMemPoolCreate(&pool_handle.h, &props));
-  pool = pool_handle.h;
-  std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();  // keep freed scratch pooled
-  BOSCH_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  // A stream-ordered pool for per-call scratch; where the runtime has none
+  // (some virtualized drivers), scratch falls back to cudaMalloc/cudaFree.
+  if (cudaMemPoolCreate(&pool_handle.h, &props) == cudaSuccess) {
+    pool = pool_handle.h;
+    std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();  // keep freed scratch pooled
+    BOSCH_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  } else {
+    pool_handle.h = nullptr;
+    cudaGetLastError();
+  }
 
   embedding = upload_half({&w.embedding}, options.dtype, "token_embd");
   if (!w.lm_head.empty()) lm_head = upload_half({&w.lm_head}, options.dtype, "output");

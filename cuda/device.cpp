@@ -82,6 +82,7 @@ void* device_malloc(std::size_t bytes, const std::string& what) {
 
 void* device_malloc_async(std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream,
                           const std::string& what) {
+  if (!pool) return device_malloc(bytes, what);
   void* p = nullptr;
   const cudaError_t status = cudaMallocFromPoolAsync(&p, bytes, pool, stream);
   if (status == cudaErrorMemoryAllocation) {

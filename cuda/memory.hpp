@@ -15,7 +15,8 @@ namespace bosch::cuda::detail {
 
 /// cudaMalloc with an informative out-of-memory error; `what` names the use.
 void* device_malloc(std::size_t bytes, const std::string& what);
-/// cudaMallocFromPoolAsync on `stream` from `pool`, same errors.
+/// cudaMallocFromPoolAsync on `stream` from `pool` (plain cudaMalloc when
+/// `pool` is null: a runtime without memory pools), same errors.
 void* device_malloc_async(std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream,
                           const std::string& what);
 
@@ -67,22 +68,28 @@ class DeviceBuffer {
 };
 
 /// Scratch memory from a stream-ordered pool, returned to the pool on `stream`
-/// when destroyed (cheap to allocate per call once the pool has grown).
+/// when destroyed (cheap to allocate per call once the pool has grown). With a
+/// null pool it is plain cudaMalloc/cudaFree (cudaFree waits for the device).
 class StreamBuffer {
  public:
   StreamBuffer() = default;
   StreamBuffer(std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream, const std::string& what)
       : data_(bytes ? device_malloc_async(bytes, pool, stream, what) : nullptr),
         bytes_(bytes),
-        stream_(stream) {}
+        stream_(stream),
+        pooled_(pool != nullptr) {}
   StreamBuffer(StreamBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), stream_(o.stream_) {}
+      : data_(std::exchange(o.data_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)),
+        stream_(o.stream_),
+        pooled_(o.pooled_) {}
   StreamBuffer& operator=(StreamBuffer&& o) noexcept {
     if (this != &o) {
       release();
       data_ = std::exchange(o.data_, nullptr);
       bytes_ = std::exchange(o.bytes_, 0);
       stream_ = o.stream_;
+      pooled_ = o.pooled_;
     }
     return *this;
   }
@@ -96,13 +103,17 @@ class StreamBuffer {
 
  private:
   void release() noexcept {
-    if (data_) cudaFreeAsync(data_, stream_);
+    if (data_) {
+      if (pooled_) cudaFreeAsync(data_, stream_);
+      else cudaFree(data_);
+    }
     data_ = nullptr;
     bytes_ = 0;
   }
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   cudaStream_t stream_ = nullptr;
+  bool pooled_ = false;
 };
 
 }  // namespace bosch::cuda::detail
