@@ -2,8 +2,15 @@
 // Eigen GEMM measured in the same run; attention time all-SWA (w = n/16)
 // against all-full; peak memory.
 //
-//   bench_cpu_forward [--tokens=N] [google benchmark flags]
+//   bench_cpu_forward [--tokens=N] [--threads=T] [google benchmark flags]
 //
+// --threads sets the OpenMP thread count of everything measured (the plain
+// GEMM included); default: OpenMP's (all cores). Besides wall-clock rates
+// the summary gives rates per CPU-second (process user+system time of the
+// best iteration), and the load average before and after: on a machine
+// shared with other work the wall-clock rates of all rows drop together,
+// while the per-CPU-second rates stay comparable (spin-waiting counts as CPU
+// time, for the plain GEMM's threads as for ours).
 // The model is $BOSCH_MODEL or the default cache path of scripts/fetch-model;
 // when it is absent (or cannot be loaded) a random-weight model of the same
 // shape is used, and the output says so. After the Google Benchmark table a
@@ -43,6 +50,7 @@ int g_tokens = 2048;
 std::unique_ptr<model::Model> g_model;
 std::string g_model_note;
 std::map<std::string, double> g_best;  // benchmark name -> best seconds per iteration
+std::map<std::string, double> g_cpu;   // benchmark name -> CPU seconds of that iteration
 
 model::Config smollm2_config() {
   model::Config c;
@@ -132,18 +140,37 @@ std::vector<int> tokens(int n, int vocab) {
   return t;
 }
 
-/// Runs `body` per iteration, records the best wall time under `name`.
+double process_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/// Runs `body` per iteration, records the best wall time under `name` and
+/// the process CPU time of that iteration.
 template <class F>
 void timed(benchmark::State& state, const std::string& name, F&& body) {
-  double best = std::numeric_limits<double>::infinity();
+  double best = std::numeric_limits<double>::infinity(), best_cpu = 0;
   for (auto _ : state) {
+    const double c0 = process_cpu_seconds();
     const auto t0 = clock_type::now();
     body();
     const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    best = std::min(best, s);
+    const double c = process_cpu_seconds() - c0;
+    if (s < best) {
+      best = s;
+      best_cpu = c;
+    }
     state.SetIterationTime(s);
   }
   g_best[name] = best;
+  g_cpu[name] = best_cpu;
+}
+
+double load_average() {
+  double l[1] = {0};
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
 HeadMask all_swa(const model::Config& c) { return HeadMask::filled(c.layout(), true); }
@@ -214,8 +241,20 @@ void BM_attention(benchmark::State& state, bool swa) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--tokens=", 9) == 0) g_tokens = std::atoi(argv[i] + 9);
+  int threads = 0;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--tokens=", 9) == 0)
+      g_tokens = std::atoi(argv[i] + 9);
+    else if (std::strncmp(argv[i], "--threads=", 10) == 0)
+      threads = std::atoi(argv[i] + 10);
+    else
+      rest.push_back(argv[i]);
+  }
+  if (threads > 0) omp_set_num_threads(threads);
+  argc = static_cast<int>(rest.size());
+  argv = rest.data();
+  const double load_before = load_average();
   if (g_tokens < 16) {
     std::fprintf(stderr, "bench_cpu_forward: --tokens must be >= 16\n");
     return 2;
@@ -249,10 +288,15 @@ int main(int argc, char** argv) {
   const double gemm_flops = 2.0 * g_tokens * c.hidden_size * c.intermediate_size;
   std::printf("\nsummary (best iteration each; %d tokens)\n", g_tokens);
   double gemm_rate = 0;
+  double gemm_cpu_rate = 0;
+  std::printf("  load average (1 min) before %.2f, after %.2f, on %d threads\n", load_before, load_average(),
+              omp_get_max_threads());
   if (g_best.count("gemm")) {
     gemm_rate = gemm_flops / g_best["gemm"] / 1e9;
-    std::printf("  plain Eigen GEMM [%d x %d] x [%d x %d]: %.1f GFLOP/s (the yardstick)\n", g_tokens,
-                c.hidden_size, c.hidden_size, c.intermediate_size, gemm_rate);
+    gemm_cpu_rate = gemm_flops / std::max(g_cpu["gemm"], 1e-9) / 1e9;
+    std::printf("  plain Eigen GEMM [%d x %d] x [%d x %d]: %.1f GFLOP/s wall, %.1f GFLOP per CPU-second "
+                "(the yardstick)\n",
+                g_tokens, c.hidden_size, c.hidden_size, c.intermediate_size, gemm_rate, gemm_cpu_rate);
   }
   for (const char* name : {"forward_last", "forward_all"}) {
     if (!g_best.count(name)) continue;
@@ -263,7 +307,10 @@ int main(int argc, char** argv) {
                 "(%.1f GFLOP counted: 2 x weights x tokens + attention 4 x head_dim per visible key)",
                 all ? "every position" : "the last position", g_best[name], g_tokens / g_best[name], rate,
                 flops / 1e9);
-    if (gemm_rate > 0) std::printf(" = %.0f%% of the plain GEMM rate", 100.0 * rate / gemm_rate);
+    if (gemm_rate > 0) std::printf(" = %.0f%% of the plain GEMM's wall rate", 100.0 * rate / gemm_rate);
+    const double cpu_rate = flops / std::max(g_cpu[name], 1e-9) / 1e9;
+    std::printf("; %.1f GFLOP per CPU-second", cpu_rate);
+    if (gemm_cpu_rate > 0) std::printf(" = %.0f%% of the GEMM's", 100.0 * cpu_rate / gemm_cpu_rate);
     std::printf("\n");
   }
   if (g_best.count("forward_swa") && g_best.count("forward_last"))
@@ -273,11 +320,13 @@ int main(int argc, char** argv) {
                 g_best["forward_swa"] / g_best["forward_last"]);
   if (g_best.count("attention_full") && g_best.count("attention_swa"))
     std::printf("  attention of one layer (%d query heads): full %.2f ms, all-SWA w = %d %.2f ms; "
-                "SWA / full time = %.3f (aim <= 1/6 = 0.167; exact visible-key ratio %.3f)\n",
+                "SWA / full wall time = %.3f (aim <= 1/6 = 0.167; exact visible-key ratio %.3f); "
+                "CPU time ratio %.3f\n",
                 c.num_heads, 1e3 * g_best["attention_full"], g_tokens / 16, 1e3 * g_best["attention_swa"],
                 g_best["attention_swa"] / g_best["attention_full"],
                 (static_cast<double>(g_tokens) * (g_tokens / 16) - (g_tokens / 16.0) * (g_tokens / 16 - 1) / 2) /
-                    (static_cast<double>(g_tokens) * (g_tokens + 1) / 2));
+                    (static_cast<double>(g_tokens) * (g_tokens + 1) / 2),
+                g_cpu["attention_swa"] / std::max(g_cpu["attention_full"], 1e-9));
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::printf("  memory: weights %.1f MiB fp32; forward scratch at %d tokens %.1f MiB (+ residual %.1f MiB, "

@@ -152,8 +152,10 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
   });
 
   const int tk = tiles.tile;
-  const int tk_cols = (tk + 7) / 8 * 8;  // key chunk of full heads (vector-friendly)
-  const int swa_cols = 4 * tk_cols;      // key chunk of window heads: the whole band up to 4 tiles
+  // Key chunks of at most 4 tiles (rounded up to multiples of 8 keys): fewer,
+  // larger GEMMs and fewer softmax rescales; a window head's band usually fits
+  // in one chunk.
+  const int chunk_cols = 4 * ((tk + 7) / 8 * 8);
   const auto count = static_cast<std::ptrdiff_t>(items.size());
   // Threads only when there is enough work to pay for waking them (~1 MFLOP).
   const bool parallel = count > 1 && work.scores * static_cast<std::size_t>(hd) > 250000;
@@ -161,10 +163,7 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
   {
     RowMatrix qp(static_cast<Eigen::Index>(G) * max_rows, hd);
     RowMatrix acc(static_cast<Eigen::Index>(G) * max_rows, hd);
-    bool any_swa = false;
-    for (const auto& it : items) any_swa = any_swa || !it.window.full();
-    const int s_cols = any_swa ? swa_cols : tk_cols;
-    RowMatrix s(static_cast<Eigen::Index>(G) * max_rows, s_cols);
+    RowMatrix s(static_cast<Eigen::Index>(G) * max_rows, chunk_cols);
     std::vector<float> m(static_cast<std::size_t>(G) * max_rows), l(m.size());
 
 #pragma omp for schedule(dynamic, 1)
@@ -190,11 +189,9 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
       KeyRange ranges[2];
       const int nr = key_ranges(w, it.i0, it.i1, ranges);
       for (int ri = 0; ri < nr; ++ri) {
-        // Equal chunks of at most `limit` keys, lengths rounded up to multiples
-        // of 8 (vector loops without scalar tails). A window head's band is
-        // short, so it goes in one chunk when it fits in 4 tiles: fewer, larger
-        // GEMMs and no rescaling.
-        const int limit = w.full() ? tk_cols : swa_cols;
+        // Equal chunks, lengths rounded up to multiples of 8 (vector loops
+        // without scalar tails).
+        const int limit = chunk_cols;
         const int span = ranges[ri].end - ranges[ri].begin;
         const int chunks = (span + limit - 1) / limit;
         int step = chunks > 0 ? (span + chunks - 1) / chunks : limit;
@@ -220,7 +217,7 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
             const bool whole = nv == 1 && vis[0].begin == j0 && vis[0].end == j1;
             for (int hh = 0; hh < G; ++hh) {
               const Eigen::Index row = static_cast<Eigen::Index>(hh) * T + r;
-              float* srow = s.data() + row * s_cols;
+              float* srow = s.data() + row * chunk_cols;
               if (nv == 0) {  // nothing visible in this chunk
                 std::fill(srow, srow + len, 0.0f);
                 continue;

@@ -49,9 +49,9 @@ struct HeadWindow {
 /// Tile sizes. Query tiles of `tile` rows for full heads and of `swa_tile`
 /// rows for window heads (0 = automatic: min(tile, max(16, w / 8)) rounded
 /// down to a multiple of 8, which bounds the work wasted on the masked
-/// corners of the band at about swa_tile / w). Key chunks: at most `tile`
-/// keys (rounded up to a multiple of 8) for full heads; a window head's band
-/// of swa_tile + w - 1 keys in chunks of at most 4 such tiles (usually one).
+/// corners of the band at about swa_tile / w). Key chunks: at most 4 tiles
+/// of keys (tile rounded up to a multiple of 8), equal in size; a window
+/// head's band of swa_tile + w - 1 keys is usually one chunk.
 struct AttentionTiles {
   int tile = 64;
   int swa_tile = 0;

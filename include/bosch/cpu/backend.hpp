@@ -27,7 +27,9 @@ namespace bosch::cpu {
 /// Backend settings.
 struct Options {
   int threads = 0;  ///< OpenMP threads; 0 = OpenMP's default
-  int tile = 64;    ///< attention key/query tile size
+  /// Attention query tile of full heads (rows per work item); key chunks
+  /// hold up to 4 tiles of keys (see cpu/attention.hpp).
+  int tile = 64;
   /// Query tile of sliding-window heads; 0 = automatic, min(tile, max(16, w/8))
   /// (see cpu/attention.hpp). A window at least as long as the sequence runs
   /// as a full head, so it gives exactly the full-attention result.
