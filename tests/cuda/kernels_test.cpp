@@ -13,8 +13,9 @@
 //   output is an exact convex combination with weights perturbed by at most
 //   2u relative: error <= 2u max|v|, plus one rounding u |ref| of the output.
 //   atol = 2.5 u max|v|, rtol = 1.1 u.
-// - Attention, CUDA-core kernel (P kept in fp32): atol = 0.05 u max|v|
-//   (fp32 softmax), rtol = 1.1 u.
+// - Attention, CUDA-core kernel (P kept in fp32): atol = 0.25 u max|v| for
+//   the fp32 online softmax (rescaled once per key: errors of a few 1e-6
+//   relative over hundreds of keys), rtol = 1.1 u.
 
 #include "../cpu/tiny_model.hpp"
 #include "cuda_support.hpp"
@@ -177,7 +178,7 @@ void check_attention(const std::string& name, const cuda::ops::AttentionProblem&
   const bool tc = options.attention == cuda::AttentionKernel::tensor_core ||
                   (options.attention == cuda::AttentionKernel::automatic &&
                    (p.head_dim == 64 || p.head_dim == 128));
-  const test::Tolerance tol{(tc ? 2.5 : 0.05) * u * max_abs(v) + 1e-6, 1.1 * u};
+  const test::Tolerance tol{(tc ? 2.5 : 0.25) * u * max_abs(v) + 1e-6, 1.1 * u};
   test::check_close(name + (tc ? " [tensor cores, " : " [CUDA cores, ") + cuda::to_string(options.dtype) + "]",
                     got, ref, tol);
 }
