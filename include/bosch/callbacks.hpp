@@ -193,7 +193,8 @@ struct EarlyStop {
   }
   void on_improvement(const SearchView&, const EvaluationRecord&) { since_best_ = 0; }
 
- private:
+  /// Internal state (public only so that EarlyStop stays an aggregate and can
+  /// be built with designated initializers: EarlyStop{.patience = 50}).
   std::size_t since_best_ = static_cast<std::size_t>(-1);
 };
 

@@ -18,7 +18,7 @@
 ///   is the last one taken.
 /// - BME (begin-middle-end, Hymba-style): the g = L - (SWA layers) full layers
 ///   are taken round-robin from three anchors: the beginning (0, 1, 2, ...),
-///   the middle (c = (L-1)/2, then c+1, c-1, c+2, ...) and the end (L-1, L-2,
+///   the middle (c = (L-1)/2, then c-1, c+1, c-2, c+2, ...) and the end (L-1, L-2,
 ///   ...), skipping layers already taken; every other layer is SWA. The
 ///   partial layer is the SWA layer the round-robin would take next.
 /// - INTR (interleaved): the g full layers are spread evenly: layer i is full
@@ -104,7 +104,7 @@ inline std::vector<int> bme_full_order(int num_layers) {
   auto next_middle = [&]() {
     while (step <= 2 * num_layers) {
       const int off = (step + 1) / 2;
-      const int l = step % 2 == 0 ? c + off : c - off;  // c, c+1, c-1, c+2, c-2, ...
+      const int l = step % 2 == 0 ? c + off : c - off;  // c, c-1, c+1, c-2, c+2, ...
       ++step;
       if (take(l)) return;
     }

@@ -50,9 +50,13 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
 #else
   const long pid = 0;
 #endif
-  const std::filesystem::path tmp =
-      dir / ("." + path.filename().string() + ".tmp." + std::to_string(pid) + "." +
-             std::to_string(counter.fetch_add(1)));
+  std::string name(1, '.');  // built piecewise (GCC 12 warns on "." + std::string)
+  name += path.filename().string();
+  name += ".tmp.";
+  name += std::to_string(pid);
+  name += '.';
+  name += std::to_string(counter.fetch_add(1));
+  const std::filesystem::path tmp = dir / name;
   auto fail = [&](const std::string& why) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
