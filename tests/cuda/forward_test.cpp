@@ -223,9 +223,9 @@ TEST_CASE("CUDA forward matches the CPU backend: head_dim 64/128 (tensor-core at
 }
 
 TEST_CASE("CUDA forward on stories260K matches the float64 reference logits and the CPU backend") {
+  if (!test::cuda_device()) return;
   const auto path = test::fixture("models/stories260K.gguf");
   if (path.empty()) return;
-  if (!test::cuda_device()) return;
   const model::Model m = model::load(path);
   std::vector<int> tokens;
   std::vector<float> reference;
@@ -249,9 +249,9 @@ TEST_CASE("CUDA forward on stories260K matches the float64 reference logits and 
 }
 
 TEST_CASE("CUDA forward on the default model (SmolLM2-135M) matches the CPU backend") {
+  if (!test::cuda_device()) return;
   const auto path = test::default_model();
   if (path.empty()) return;
-  if (!test::cuda_device()) return;
   const model::Model m = model::load(path);
   const auto text = test::fixture("text/0_emma.txt");
   std::vector<int> tokens;
@@ -411,9 +411,9 @@ TEST_CASE("CUDA backend: bad inputs raise invalid_argument naming what is wrong"
 }
 
 TEST_CASE("CUDA backend: flops counts match the CPU backend's") {
+  if (!test::cuda_device()) return;
   const auto cfg = test::tiny_config(model::Arch::llama, 2);
   const auto m = test::tiny_model(cfg, test::seed(280));
-  if (!test::cuda_device()) return;
   const cuda::Backend gpu(m);
   const cpu::Backend cpu(m);
   for (const auto& w : {AttentionWindows::full(),
