@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file eval/report.hpp
+/// Held-out scores of one mask: the teacher-forced answer log-probability and
+/// greedy-decoding accuracy (RULER string match, passkey rule), overall and
+/// per task.
+///
+/// Greedy decoding reuses the teacher-forced logits: while the greedy token
+/// equals the gold answer token the two runs see the same prefix, so the first
+/// k+1 greedy tokens (k = first position whose argmax differs from the answer)
+/// come for free; only the tokens after that need a forward pass each. The
+/// result is exactly what plain greedy decoding gives.
+
+#include <bosch/eval/backend.hpp>
+#include <bosch/model/tokenizer.hpp>
+#include <bosch/tasks/scoring.hpp>
+#include <bosch/tasks/task.hpp>
+
+#include <cmath>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace bosch {
+
+/// Scores of a group of samples.
+struct TaskScore {
+  std::string task;          ///< task name, or "all"
+  int samples = 0;
+  double mean_logprob = 0;   ///< mean over samples of the mean answer-token log-prob (nats)
+  double probability = 0;    ///< exp(mean_logprob)
+  double accuracy = 0;       ///< mean accuracy in [0, 1]; NaN when not computed
+  double exact = 0;          ///< fraction of samples whose greedy answer equals the gold tokens
+};
+
+/// Held-out report: overall and per task (in first-appearance order).
+struct HeldOutReport {
+  TaskScore all;
+  std::vector<TaskScore> per_task;
+};
+
+/// Settings of evaluate_held_out.
+struct ReportOptions {
+  bool accuracy = true;  ///< run greedy decoding (costs forward passes past the first miss)
+  /// Greedy budget per sample: < 0 uses the sample's max_new_tokens; otherwise
+  /// answer tokens + this many.
+  int extra_new_tokens = -1;
+};
+
+/// Scores `tasks` under `windows` with `backend`; `tokenizer` decodes the
+/// greedy output for string matching and gives the end-of-sequence id.
+template <Backend B>
+HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokenizer,
+                                const tasks::TaskSet& tasks, const AttentionWindows& windows,
+                                const ReportOptions& options = {}) {
+  const int vocab = backend.config().vocab_size;
+  std::map<std::string, std::size_t> slot;
+  HeldOutReport report;
+  report.all.task = "all";
+  auto add = [](TaskScore& t, double lp, double acc, double exact) {
+    t.samples += 1;
+    t.mean_logprob += lp;
+    t.accuracy += acc;
+    t.exact += exact;
+  };
+  for (const auto& sample : tasks.samples) {
+    const auto tf = tasks::teacher_forcing(sample);
+    const auto logits = backend.forward(tf.tokens, windows, tf.positions);
+    const auto score = tasks::answer_logprob(logits, vocab, sample.answer);
+    const std::size_t m = sample.answer.size();
+
+    // Greedy tokens known from the teacher-forced logits.
+    std::vector<int> generated;
+    std::size_t k = 0;
+    for (; k < m; ++k) {
+      const int best = tasks::argmax(std::span<const float>(logits).subspan(k * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab)));
+      generated.push_back(best);
+      if (best != sample.answer[k]) break;
+    }
+    const double exact = (k == m) ? 1.0 : 0.0;
+    double acc = std::nan("");
+    if (options.accuracy) {
+      const int budget = options.extra_new_tokens < 0 ? sample.max_new_tokens
+                                                      : static_cast<int>(m) + options.extra_new_tokens;
+      const int eos = tokenizer.eos();
+      // Cut the free tokens at the budget or at end-of-sequence.
+      bool stopped = false;
+      for (std::size_t i = 0; i < generated.size(); ++i) {
+        if (generated[i] == eos || static_cast<int>(i) >= budget) {
+          stopped = true;
+          generated.resize(i);
+          break;
+        }
+      }
+      std::vector<int> seq(sample.prompt.begin(), sample.prompt.end());
+      seq.insert(seq.end(), generated.begin(), generated.end());
+      while (!stopped && static_cast<int>(generated.size()) < budget) {
+        const int pos = static_cast<int>(seq.size()) - 1;
+        const auto next_logits = backend.forward(seq, windows, std::span<const int>(&pos, 1));
+        const int next = tasks::argmax(next_logits);
+        if (next == eos) break;
+        generated.push_back(next);
+        seq.push_back(next);
+      }
+      acc = tasks::accuracy(sample, tokenizer.decode(generated));
+    }
+    auto [it, inserted] = slot.try_emplace(sample.task, report.per_task.size());
+    if (inserted) report.per_task.push_back(TaskScore{sample.task});
+    add(report.per_task[it->second], score.mean_logprob, acc, exact);
+    add(report.all, score.mean_logprob, acc, exact);
+  }
+  auto finish = [](TaskScore& t) {
+    if (t.samples == 0) return;
+    t.mean_logprob /= t.samples;
+    t.probability = std::exp(t.mean_logprob);
+    t.accuracy /= t.samples;
+    t.exact /= t.samples;
+  };
+  finish(report.all);
+  for (auto& t : report.per_task) finish(t);
+  return report;
+}
+
+}  // namespace bosch

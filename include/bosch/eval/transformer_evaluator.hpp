@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file eval/transformer_evaluator.hpp
+/// TransformerEvaluator<Backend>: the bundled bosch::Evaluator. It scores a head
+/// mask by running a real model with that mask's sliding windows on a
+/// calibration task set and returning the mean teacher-forced log-probability of
+/// the answer tokens (higher is better; research/paper.md §1.1 recommends a
+/// continuous score over accuracy, whose resolution is 1/samples).
+///
+/// Capabilities (evaluator.hpp):
+///  - hinted evaluation: the residual stream entering layer l depends only on the
+///    mask bits below l, so streams are cached (ResidualCache, bounded by
+///    Options::cache_bytes) and a forward restarts from the deepest cached layer
+///    of the mask's own prefix. With a hint (reference mask, first changed layer
+///    f) the streams entering layers up to f are stored on the way, so the
+///    following masks derived from the same reference start at f. The score is
+///    bit-identical to a full evaluation: layer-wise runs equal the full forward.
+///  - batch evaluation: masks in order (the CPU backend gains nothing from
+///    interleaving; a GPU backend batches inside its forward).
+
+#include <bosch/eval/backend.hpp>
+#include <bosch/eval/residual_cache.hpp>
+#include <bosch/evaluator.hpp>
+#include <bosch/tasks/scoring.hpp>
+#include <bosch/tasks/task.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bosch {
+
+/// Settings of TransformerEvaluator.
+struct TransformerEvaluatorOptions {
+  int window = 256;  ///< w: an SWA query i sees keys i-w < j <= i (the paper: 1024 at 32k)
+  int sinks = 0;     ///< s: plus the first s keys (research/paper.md §7.6: unknown; default none)
+  /// Bound on the residual-stream cache in bytes (0 disables it). One entry is
+  /// the stream of every calibration sample at one layer:
+  /// sum(sample tokens) * hidden * 4 bytes.
+  std::size_t cache_bytes = std::size_t{2} << 30;
+};
+
+/// Counters of the work an evaluator did.
+struct TransformerEvaluatorStats {
+  std::size_t evaluations = 0;    ///< masks scored
+  std::size_t layers_run = 0;     ///< layer applications, summed over samples
+  std::size_t layers_saved = 0;   ///< layer applications skipped thanks to the cache
+};
+
+template <Backend B>
+class TransformerEvaluator {
+ public:
+  /// @param backend     the forward engine (kept by reference; must outlive this)
+  /// @param calibration the tasks the score is computed on (non-empty)
+  /// @param options     window, sinks and cache bound
+  TransformerEvaluator(const B& backend, tasks::TaskSet calibration,
+                       TransformerEvaluatorOptions options = {})
+      : backend_(&backend), options_(options), cache_(options.cache_bytes) {
+    const auto& cfg = backend.config();
+    layout_ = cfg.layout();
+    check_layout(layout_, "TransformerEvaluator: model layout");
+    if (options_.window <= 0)
+      throw invalid_argument("window must be >= 1, got " + std::to_string(options_.window), "window");
+    if (options_.sinks < 0)
+      throw invalid_argument("sinks must be >= 0, got " + std::to_string(options_.sinks), "sinks");
+    if (calibration.samples.empty())
+      throw invalid_argument("the calibration task set is empty", "TransformerEvaluator");
+    for (const auto& s : calibration.samples) {
+      inputs_.push_back(tasks::teacher_forcing(s));
+      answers_.push_back(s.answer);
+      entry_bytes_ += inputs_.back().tokens.size() * static_cast<std::size_t>(cfg.hidden_size) * sizeof(float);
+    }
+    tasks_ = std::move(calibration);
+  }
+
+  HeadLayout layout() const { return layout_; }
+  const TransformerEvaluatorOptions& options() const noexcept { return options_; }
+  const tasks::TaskSet& tasks() const noexcept { return tasks_; }
+  const TransformerEvaluatorStats& stats() const noexcept { return stats_; }
+
+  /// The attention windows a mask stands for under this evaluator's w and s.
+  AttentionWindows windows(const HeadMask& mask) const {
+    return AttentionWindows::from_mask(mask, options_.window, options_.sinks);
+  }
+
+  /// Mean over calibration samples of the mean answer-token log-probability.
+  double evaluate(const HeadMask& mask) { return evaluate(mask, EvaluationHint{}); }
+
+  /// As evaluate(mask), reusing cached residual streams (see the file comment).
+  double evaluate(const HeadMask& mask, const EvaluationHint& hint) {
+    return mean(sample_scores(mask, hint));
+  }
+
+  std::vector<double> evaluate_batch(std::span<const HeadMask> masks) {
+    return evaluate_batch(masks, EvaluationHint{});
+  }
+  std::vector<double> evaluate_batch(std::span<const HeadMask> masks, const EvaluationHint& hint) {
+    std::vector<double> out;
+    out.reserve(masks.size());
+    for (const auto& m : masks) {
+      // The shared hint's layer is the batch minimum; each mask's own first
+      // changed layer against the reference is at least that.
+      EvaluationHint h = hint;
+      if (hint.reference != nullptr) h.first_changed_layer = first_changed_layer(m, *hint.reference);
+      out.push_back(evaluate(m, h));
+    }
+    return out;
+  }
+
+  /// The teacher-forced score of every calibration sample under `mask`.
+  std::vector<tasks::AnswerScore> sample_scores(const HeadMask& mask, const EvaluationHint& hint = {}) {
+    if (!(mask.layout() == layout_))
+      throw invalid_argument("mask layout does not match the model's", "TransformerEvaluator::evaluate");
+    const AttentionWindows win = windows(mask);
+    const int num_layers = layout_.num_layers;
+    const int start = cache_.capacity() ? cache_.deepest(mask, num_layers - 1) : 0;
+    // Layers whose incoming stream is stored on the way: (start, save_to].
+    const int save_to = std::min(hint.reference ? hint.first_changed_layer : 0, num_layers - 1);
+    const std::vector<typename B::Residual>* cached = start > 0 ? cache_.find(mask, start) : nullptr;
+
+    std::vector<std::vector<typename B::Residual>> saved(
+        static_cast<std::size_t>(std::max(0, save_to - start)));
+    std::vector<tasks::AnswerScore> scores;
+    scores.reserve(inputs_.size());
+    for (std::size_t s = 0; s < inputs_.size(); ++s) {
+      typename B::Residual x = cached ? (*cached)[s] : backend_->embed(inputs_[s].tokens);
+      int layer = start;
+      for (int k = start + 1; k <= save_to; ++k) {
+        backend_->run_layers(x, layer, k, win);
+        layer = k;
+        saved[static_cast<std::size_t>(k - start - 1)].push_back(x);
+      }
+      backend_->run_layers(x, layer, num_layers, win);
+      const auto logits = backend_->logits(x, inputs_[s].positions);
+      scores.push_back(tasks::answer_logprob(logits, backend_->config().vocab_size, answers_[s]));
+    }
+    for (int k = start + 1; k <= save_to; ++k)
+      cache_.insert(mask, k, std::move(saved[static_cast<std::size_t>(k - start - 1)]), entry_bytes_);
+
+    stats_.evaluations += 1;
+    stats_.layers_run += inputs_.size() * static_cast<std::size_t>(num_layers - start);
+    stats_.layers_saved += inputs_.size() * static_cast<std::size_t>(start);
+    return scores;
+  }
+
+  /// Drops every cached residual stream.
+  void clear_cache() { cache_.clear(); }
+
+ private:
+  static double mean(const std::vector<tasks::AnswerScore>& scores) {
+    double sum = 0;
+    for (const auto& s : scores) sum += s.mean_logprob;
+    return scores.empty() ? 0.0 : sum / static_cast<double>(scores.size());
+  }
+
+  const B* backend_;
+  TransformerEvaluatorOptions options_;
+  HeadLayout layout_{};
+  tasks::TaskSet tasks_;
+  std::vector<tasks::TeacherForcing> inputs_;
+  std::vector<std::vector<int>> answers_;
+  std::size_t entry_bytes_ = 0;
+  ResidualCache<std::vector<typename B::Residual>> cache_;
+  TransformerEvaluatorStats stats_;
+};
+
+}  // namespace bosch

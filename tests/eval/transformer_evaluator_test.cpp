@@ -1,0 +1,117 @@
+// TransformerEvaluator on real models: hinted (cached) evaluation equals a full
+// evaluation bit for bit, long context matters on the default tasks, and an
+// end-to-end select() reaches the exact ratio.
+#include <bosch/bosch.hpp>
+#include <bosch/cpu/backend.hpp>
+#include <bosch/eval/report.hpp>
+#include <bosch/eval/transformer_evaluator.hpp>
+#include <bosch/model/model.hpp>
+#include <bosch/tasks/tasks.hpp>
+
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/uniform_int_distribution.hpp>
+#include <doctest/doctest.h>
+
+#include "test_support.hpp"
+
+namespace {
+
+using Evaluator = bosch::TransformerEvaluator<bosch::cpu::Backend>;
+
+bosch::tasks::TaskSet copy_tasks(const bosch::model::Model& model, int context, int samples) {
+  bosch::tasks::TaskSpec spec;
+  spec.kind = bosch::tasks::TaskKind::copy;
+  spec.context_length = context;
+  spec.num_samples = samples;
+  spec.seed = bosch::test::seed();
+  spec.text_files = {bosch::test::fixture("text/0_emma.txt")};
+  return bosch::tasks::generate(spec, model.tokenizer);
+}
+
+bosch::HeadMask random_mask(const bosch::HeadLayout& layout, boost::random::mt19937_64& rng) {
+  bosch::HeadMask m(layout);
+  boost::random::uniform_int_distribution<int> bit(0, 1);
+  for (std::size_t i = 0; i < m.size(); ++i) m.set_flat(i, bit(rng) != 0);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("hinted evaluation gives exactly the score of a full evaluation (stories260K)") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  if (path.empty() || bosch::test::fixture("text/0_emma.txt").empty()) return;
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  const auto tasks = copy_tasks(model, 300, 3);
+  bosch::TransformerEvaluatorOptions options;
+  options.window = 16;
+  options.sinks = 2;
+  Evaluator cached(backend, tasks, options);
+  options.cache_bytes = 0;
+  Evaluator plain(backend, tasks, options);
+
+  boost::random::mt19937_64 rng(bosch::test::seed(1));
+  const auto layout = cached.layout();
+  bosch::HeadMask reference = random_mask(layout, rng);
+  cached.evaluate(reference);
+  for (int round = 0; round < 12; ++round) {
+    // Change one layer (the top-down probe pattern) or several (a Stage-3 chunk).
+    bosch::HeadMask m = reference;
+    boost::random::uniform_int_distribution<int> layer(0, layout.num_layers - 1), kv(0, layout.num_kv_heads - 1);
+    const int changes = 1 + round % 3;
+    for (int c = 0; c < changes; ++c) {
+      const int l = layer(rng), g = kv(rng);
+      m.set(l, g, !m.swa(l, g));
+    }
+    const bosch::EvaluationHint hint{&reference, bosch::first_changed_layer(m, reference)};
+    const double fast = cached.evaluate(m, hint);
+    const double slow = plain.evaluate(m);
+    CHECK(fast == slow);  // bitwise: layer-wise runs equal the full forward
+    if (round % 4 == 3) reference = m;
+  }
+  CHECK(cached.stats().layers_saved > 0);
+  CHECK(plain.stats().layers_saved == 0);
+
+  // Batch evaluation equals one-by-one evaluation.
+  std::vector<bosch::HeadMask> batch{random_mask(layout, rng), random_mask(layout, rng)};
+  const auto scores = cached.evaluate_batch(batch, bosch::EvaluationHint{&reference, 0});
+  REQUIRE(scores.size() == 2);
+  CHECK(scores[0] == plain.evaluate(batch[0]));
+  CHECK(scores[1] == plain.evaluate(batch[1]));
+}
+
+TEST_CASE("the evaluator rejects a mask of another model and an empty task set") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  if (path.empty() || bosch::test::fixture("text/0_emma.txt").empty()) return;
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  Evaluator e(backend, copy_tasks(model, 300, 1));
+  CHECK_THROWS_AS(e.evaluate(bosch::HeadMask({3, 8, 4})), bosch::invalid_argument);
+  CHECK_THROWS_AS(Evaluator(backend, bosch::tasks::TaskSet{}), bosch::invalid_argument);
+  bosch::TransformerEvaluatorOptions bad;
+  bad.window = 0;
+  CHECK_THROWS_AS(Evaluator(backend, copy_tasks(model, 300, 1), bad), bosch::invalid_argument);
+}
+
+TEST_CASE("select() on a real model finishes with the exact ratio within its budget (stories260K)") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  if (path.empty() || bosch::test::fixture("text/0_emma.txt").empty()) return;
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  bosch::TransformerEvaluatorOptions eo;
+  eo.window = 16;
+  Evaluator e(backend, copy_tasks(model, 300, 2), eo);
+  for (double rho : {0.25, 0.5, 0.875}) {
+    bosch::Options o;
+    o.target_ratio = rho;
+    o.seed = bosch::test::seed(2);
+    o.probe_budget = 4;
+    o.chunk_budget = 6;
+    o.max_evaluations = 60;
+    const auto r = bosch::select(e, o);
+    CHECK(r.mask.count() == bosch::target_count(e.layout(), rho));
+    CHECK(r.evaluations <= 60);
+    CHECK(std::isfinite(r.score));
+    CHECK(r.score == e.evaluate(r.mask));  // the reported score is the mask's, deterministically
+  }
+}
