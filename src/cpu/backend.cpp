@@ -8,6 +8,8 @@
 #include <bosch/cpu/rope.hpp>
 #include <bosch/error.hpp>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <string>
 
@@ -333,10 +335,17 @@ std::vector<std::vector<float>> Backend::forward_batch(std::span<const std::vect
 std::size_t Backend::scratch_bytes(int n) const noexcept {
   const auto& c = config();
   const auto rows = static_cast<std::size_t>(std::max(0, n));
-  const std::size_t floats =
-      rows * (2 * static_cast<std::size_t>(c.hidden_size) + 2 * static_cast<std::size_t>(c.num_heads) * c.head_dim +
-              2 * static_cast<std::size_t>(c.num_kv_heads) * c.head_dim + 2 * static_cast<std::size_t>(c.intermediate_size)) +
-      rows * static_cast<std::size_t>(c.head_dim);  // RoPE cos + sin
+  const auto hd = static_cast<std::size_t>(c.head_dim);
+  // h, q, k, v, attention output, gate, up; the RoPE table (cos + sin).
+  std::size_t floats = rows * (static_cast<std::size_t>(c.hidden_size) + 2 * c.num_heads * hd +
+                               2 * c.num_kv_heads * hd + 2 * static_cast<std::size_t>(c.intermediate_size)) +
+                       rows * hd;
+  // Attention, per thread: packed queries, accumulator and a score chunk of
+  // (group x tile) rows by 4 tiles of keys.
+  const auto tile = static_cast<std::size_t>(std::max(1, options_.tile));
+  const auto group_rows = static_cast<std::size_t>(c.num_heads / c.num_kv_heads) * tile;
+  const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
+  floats += static_cast<std::size_t>(threads) * group_rows * (2 * hd + 4 * ((tile + 7) / 8 * 8));
   return floats * sizeof(float);
 }
 

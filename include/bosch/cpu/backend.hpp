@@ -120,8 +120,10 @@ class Backend {
                                                 const AttentionWindows& windows,
                                                 std::span<const std::vector<int>> positions) const;
 
-  /// Bytes of scratch memory one forward over n tokens allocates (activations
-  /// of one layer, RoPE table; excluding the residual stream and logits).
+  /// Bytes of scratch memory one forward over n tokens allocates: the
+  /// activations of one layer, the RoPE table and the attention's per-thread
+  /// buffers (excluding the residual stream, n x hidden floats, and the
+  /// logits, vocab floats per requested position).
   std::size_t scratch_bytes(int n) const noexcept;
 
   /// Floating-point operations of one forward over n tokens with logits at
