@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file eval/suite.hpp
+/// The task suite of a BOSCH run on a real model, and the metadata a mask file
+/// carries. Shared by the `bosch` program, the select_heads example and the
+/// comparison report, so that all of them build the same calibration and
+/// held-out sets from the same settings and describe a mask the same way.
+///
+/// A suite is a list of task kinds, each generated at one context length with
+/// two disjoint splits (tasks::calibration_and_held_out): `calibration_samples`
+/// samples per kind for the search and `held_out_samples` per kind for the report.
+
+#include <bosch/eval/transformer_evaluator.hpp>
+#include <bosch/model/model.hpp>
+#include <bosch/options.hpp>
+#include <bosch/tasks/task.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bosch {
+
+/// What a task suite holds. Every field has a default (the CPU-sized setting
+/// of examples/select_heads.cpp).
+struct TaskSuiteOptions {
+  /// Task kinds, in order (default: niah_single_1, niah_single_2,
+  /// niah_multikey_1, passkey).
+  std::vector<tasks::TaskKind> kinds{tasks::TaskKind::niah_single_1, tasks::TaskKind::niah_single_2,
+                                     tasks::TaskKind::niah_multikey_1, tasks::TaskKind::passkey};
+  int context_length = 1024;    ///< tokens per sample (prompt + answer), >= 32
+  int calibration_samples = 2;  ///< calibration samples per kind, >= 1
+  int held_out_samples = 4;     ///< held-out samples per kind, >= 0
+  bool chat = false;            ///< wrap prompts in the ChatML template (instruct models)
+  std::uint64_t seed = 0;       ///< task seed (the same for both splits; they stay disjoint)
+  /// Natural-text files for the haystacks; empty = tasks::default_text_files()
+  /// ($BOSCH_CACHE/text/*.txt).
+  std::vector<std::filesystem::path> text_files;
+};
+
+/// Parses a comma-separated list of task names ("passkey,niah_single_1");
+/// empty items are skipped. Throws bosch::invalid_argument (where "tasks")
+/// for an unknown name or an empty list.
+std::vector<tasks::TaskKind> parse_task_list(std::string_view list);
+
+/// The names joined by commas (the inverse of parse_task_list).
+std::string task_list_string(const std::vector<tasks::TaskKind>& kinds);
+
+/// Throws bosch::invalid_argument naming the field unless every field of `o`
+/// is in its domain (documented on the fields).
+void validate(const TaskSuiteOptions& o);
+
+/// The specs of one split, one per kind, in order (validated first).
+std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split split);
+
+/// Generates the calibration and held-out sets of `o` with `tokenizer`.
+struct TaskSuite {
+  tasks::TaskSet calibration;
+  tasks::TaskSet held_out;  ///< empty when held_out_samples == 0 or not asked for
+};
+TaskSuite make_task_suite(const TaskSuiteOptions& o, const model::Tokenizer& tokenizer,
+                          bool with_held_out = true);
+
+/// The suite as JSON: {"tasks": "a,b", "context": n, "samples": n,
+/// "held_out_samples": n, "chat": b, "task_seed": n}. Text files are not
+/// recorded (paths are machine-specific).
+nlohmann::json to_json(const TaskSuiteOptions& o);
+
+/// Reads back the fields of to_json() present in `j` into `o` (absent fields
+/// keep their values). Throws bosch::format_error (where = `where`: field) on
+/// a wrongly typed value and bosch::invalid_argument on an unknown task.
+void update_from_json(TaskSuiteOptions& o, const nlohmann::json& j, const std::string& where);
+
+/// The metadata object of a mask file selected by BOSCH on a real model: what
+/// a user needs to apply it and to trace it back:
+///
+///     model, model_file, model_fingerprint, architecture, layout (string),
+///     target_ratio, ratio, swa_heads, kv_heads, window, sinks, score,
+///     normalized_score, anchor_full, anchor_swa, evaluations, seed, variant,
+///     probe_budget, chunk_budget, max_evaluations, search_seconds, stopped,
+///     tasks, context, samples, held_out_samples, chat, task_seed,
+///     bosch_version
+///
+/// (NaN scores are written as null.)
+nlohmann::json mask_metadata(const model::Model& model, const Options& options,
+                             const Result& result, const TransformerEvaluatorOptions& evaluator,
+                             const TaskSuiteOptions& suite);
+
+}  // namespace bosch

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+// Task suites and mask metadata (see bosch/eval/suite.hpp).
+
+#include <bosch/error.hpp>
+#include <bosch/eval/suite.hpp>
+#include <bosch/mask.hpp>
+#include <bosch/tasks/generate.hpp>
+#include <bosch/version.hpp>
+
+#include <cmath>
+
+namespace bosch {
+
+std::vector<tasks::TaskKind> parse_task_list(std::string_view list) {
+  std::vector<tasks::TaskKind> kinds;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view name = list.substr(pos, comma - pos);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    if (!name.empty()) {
+      try {
+        kinds.push_back(tasks::parse_task_kind(name));
+      } catch (const error& e) {
+        throw invalid_argument(e.message(), "tasks");
+      }
+    }
+    pos = comma + 1;
+  }
+  if (kinds.empty()) throw invalid_argument("no task given", "tasks");
+  return kinds;
+}
+
+std::string task_list_string(const std::vector<tasks::TaskKind>& kinds) {
+  std::string s;
+  for (auto k : kinds) {
+    if (!s.empty()) s += ',';
+    s += tasks::to_string(k);
+  }
+  return s;
+}
+
+void validate(const TaskSuiteOptions& o) {
+  if (o.kinds.empty()) throw invalid_argument("no task given", "tasks");
+  if (o.context_length < 32)
+    throw invalid_argument("must be at least 32 tokens, got " + std::to_string(o.context_length),
+                           "context");
+  if (o.calibration_samples < 1)
+    throw invalid_argument("must be at least 1, got " + std::to_string(o.calibration_samples),
+                           "samples");
+  if (o.held_out_samples < 0)
+    throw invalid_argument("must be at least 0, got " + std::to_string(o.held_out_samples),
+                           "held-out-samples");
+}
+
+std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split split) {
+  validate(o);
+  std::vector<tasks::TaskSpec> specs;
+  for (auto kind : o.kinds) {
+    tasks::TaskSpec spec;
+    spec.kind = kind;
+    spec.context_length = o.context_length;
+    spec.seed = o.seed;
+    spec.text_files = o.text_files;
+    if (o.chat) spec.format = tasks::chatml();
+    auto pair = tasks::calibration_and_held_out(spec);
+    tasks::TaskSpec s = split == tasks::Split::calibration ? pair.calibration : pair.held_out;
+    s.num_samples = split == tasks::Split::calibration ? o.calibration_samples : o.held_out_samples;
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+TaskSuite make_task_suite(const TaskSuiteOptions& o, const model::Tokenizer& tokenizer,
+                          bool with_held_out) {
+  TaskSuite suite;
+  const auto cal = suite_specs(o, tasks::Split::calibration);
+  suite.calibration = tasks::generate(cal, tokenizer);
+  if (with_held_out && o.held_out_samples > 0) {
+    const auto held = suite_specs(o, tasks::Split::held_out);
+    suite.held_out = tasks::generate(held, tokenizer);
+  }
+  return suite;
+}
+
+nlohmann::json to_json(const TaskSuiteOptions& o) {
+  return nlohmann::json{{"tasks", task_list_string(o.kinds)},
+                        {"context", o.context_length},
+                        {"samples", o.calibration_samples},
+                        {"held_out_samples", o.held_out_samples},
+                        {"chat", o.chat},
+                        {"task_seed", o.seed}};
+}
+
+void update_from_json(TaskSuiteOptions& o, const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw format_error("not a JSON object", where);
+  auto field = [&](const char* key, auto& out) {
+    if (!j.contains(key) || j[key].is_null()) return;
+    try {
+      out = j[key].get<std::remove_reference_t<decltype(out)>>();
+    } catch (const nlohmann::json::exception&) {
+      throw format_error("wrongly typed value " + j[key].dump(), where + ": " + key);
+    }
+  };
+  std::string list;
+  field("tasks", list);
+  if (!list.empty()) o.kinds = parse_task_list(list);
+  field("context", o.context_length);
+  field("samples", o.calibration_samples);
+  field("held_out_samples", o.held_out_samples);
+  field("chat", o.chat);
+  field("task_seed", o.seed);
+}
+
+nlohmann::json mask_metadata(const model::Model& model, const Options& options,
+                             const Result& result, const TransformerEvaluatorOptions& evaluator,
+                             const TaskSuiteOptions& suite) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  const HeadLayout layout = model.config.layout();
+  nlohmann::json m{{"model", model.config.name},
+                   {"model_file", model.source.filename().string()},
+                   {"model_fingerprint", model.fingerprint},
+                   {"architecture", model::to_string(model.config.arch)},
+                   {"layout", std::to_string(layout.num_layers) + "x" +
+                                  std::to_string(layout.num_query_heads) + "x" +
+                                  std::to_string(layout.num_kv_heads)},
+                   {"target_ratio", options.target_ratio},
+                   {"ratio", result.mask.ratio()},
+                   {"swa_heads", result.mask.count()},
+                   {"kv_heads", result.mask.size()},
+                   {"window", evaluator.window},
+                   {"sinks", evaluator.sinks},
+                   {"score", num(result.score)},
+                   {"normalized_score", num(result.normalized_score)},
+                   {"anchor_full", num(result.anchors.full)},
+                   {"anchor_swa", num(result.anchors.swa)},
+                   {"evaluations", result.evaluations},
+                   {"seed", options.seed},
+                   {"variant", to_string(options.variant)},
+                   {"probe_budget", options.probe_budget},
+                   {"chunk_budget", options.chunk_budget},
+                   {"max_evaluations", options.max_evaluations},
+                   {"search_seconds", result.seconds},
+                   {"stopped", result.stopped || result.budget_exhausted}};
+  m.update(to_json(suite));
+  m["bosch_version"] = version_string;
+  return m;
+}
+
+}  // namespace bosch
