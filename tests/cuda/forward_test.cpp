@@ -401,6 +401,16 @@ TEST_CASE("CUDA backend: bad inputs raise invalid_argument naming what is wrong"
   CHECK_THROWS_AS(gpu.logits(x, out_of_range), invalid_argument);
   const auto foreign = cuda::Residual::upload(std::vector<float>(6, 0.0f), 2, 3);
   CHECK_THROWS_AS(gpu.logits(foreign, p0), invalid_argument);
+  // Device memory exhaustion names the bytes asked for (2^46 bytes here).
+  try {
+    const cuda::Residual huge(1 << 30, 1 << 14, 0);
+    FAIL("allocated 64 TiB");
+  } catch (const device_error& e) {
+    const std::string what = e.what();
+    MESSAGE("out-of-memory message: " << what);
+    CHECK(what.find("out of device memory") != std::string::npos);
+    CHECK(what.find("70368744177664 bytes") != std::string::npos);
+  }
   // Empty sequences: empty results, no device work.
   const std::vector<int> none;
   CHECK(gpu.forward(none, AttentionWindows::full(), none).empty());
