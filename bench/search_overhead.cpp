@@ -50,14 +50,15 @@ void BM_select(benchmark::State& state) {
   }
   state.SetLabel(std::to_string(lay.num_layers) + "x" + std::to_string(lay.num_kv_heads) + " " +
                  bosch::to_string(o.variant));
-  state.counters["evals"] = benchmark::Counter(static_cast<double>(evals),
-                                               benchmark::Counter::kAvgIterations);
+  state.counters["evals"] =
+      benchmark::Counter(static_cast<double>(evals), benchmark::Counter::kAvgIterations);
   state.counters["time_per_eval"] = benchmark::Counter(
       static_cast<double>(evals), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_select)
-    ->ArgsProduct({{0, 1, 2, 3}, {static_cast<long>(bosch::Variant::full),
-                                  static_cast<long>(bosch::Variant::layer)}})
+    ->ArgsProduct({{0, 1, 2, 3},
+                   {static_cast<long>(bosch::Variant::full),
+                    static_cast<long>(bosch::Variant::layer)}})
     ->Unit(benchmark::kMillisecond);
 
 void BM_trivial_evaluator(benchmark::State& state) {
@@ -70,8 +71,9 @@ void BM_trivial_evaluator(benchmark::State& state) {
     benchmark::DoNotOptimize(e.evaluate(m));
   }
   state.SetLabel(std::to_string(lay.num_layers) + "x" + std::to_string(lay.num_kv_heads));
-  state.counters["time_per_eval"] = benchmark::Counter(
-      static_cast<double>(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["time_per_eval"] =
+      benchmark::Counter(static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_trivial_evaluator)->DenseRange(0, 3);
 

@@ -31,6 +31,5 @@ int main() {
   const bosch::Result r = bosch::select(evaluator, options, bosch::ProgressReporter(std::cerr, 25));
   std::cout << bosch::to_grid(r.mask)  // one line per layer: 'S' = SWA, '.' = full
             << "SWA heads " << r.mask.count() << "/" << r.mask.size() << ", score " << r.score
-            << " (normalized " << r.normalized_score << "), " << r.evaluations
-            << " evaluations\n";
+            << " (normalized " << r.normalized_score << "), " << r.evaluations << " evaluations\n";
 }

@@ -43,18 +43,18 @@ namespace bosch {
 
 /// A read-only snapshot of the search, passed to every hook.
 struct SearchView {
-  HeadLayout layout;                   ///< the evaluator's layout
-  const Options* options = nullptr;    ///< the options of this search
-  std::size_t target_count = 0;        ///< SWA heads of the final mask
-  Stage stage = Stage::anchors;        ///< the current stage
-  std::size_t evaluations = 0;         ///< evaluations so far (log size)
-  std::size_t replayed = 0;            ///< of which replayed from a checkpoint
-  std::size_t cache_hits = 0;          ///< memo hits so far
-  std::size_t planned_evaluations = 0; ///< the search's estimate of its total
+  HeadLayout layout;                    ///< the evaluator's layout
+  const Options* options = nullptr;     ///< the options of this search
+  std::size_t target_count = 0;         ///< SWA heads of the final mask
+  Stage stage = Stage::anchors;         ///< the current stage
+  std::size_t evaluations = 0;          ///< evaluations so far (log size)
+  std::size_t replayed = 0;             ///< of which replayed from a checkpoint
+  std::size_t cache_hits = 0;           ///< memo hits so far
+  std::size_t planned_evaluations = 0;  ///< the search's estimate of its total
   double best_score = std::numeric_limits<double>::quiet_NaN();  ///< best exact-count score
-  const HeadMask* best_mask = nullptr; ///< its mask (nullptr when none yet)
-  Anchors anchors;                     ///< NaN until evaluated
-  double elapsed_seconds = 0.0;        ///< wall clock since select() began
+  const HeadMask* best_mask = nullptr;                 ///< its mask (nullptr when none yet)
+  Anchors anchors;                                     ///< NaN until evaluated
+  double elapsed_seconds = 0.0;                        ///< wall clock since select() began
   const std::vector<EvaluationRecord>* log = nullptr;  ///< every evaluation so far
 };
 
@@ -73,8 +73,10 @@ bool as_stop(F&& f) {
 // One dispatcher per hook: calls the hook when the callback has it.
 template <class C>
 bool call_begin_search(C& c, const SearchView& v) {
-  if constexpr (requires { c.begin_search(v); }) return as_stop([&] { return c.begin_search(v); });
-  else return false;
+  if constexpr (requires { c.begin_search(v); })
+    return as_stop([&] { return c.begin_search(v); });
+  else
+    return false;
 }
 template <class C>
 void call_end_search(C& c, const SearchView& v, const Result& r) {
@@ -82,33 +84,42 @@ void call_end_search(C& c, const SearchView& v, const Result& r) {
 }
 template <class C>
 bool call_begin_stage(C& c, const SearchView& v, Stage s) {
-  if constexpr (requires { c.begin_stage(v, s); }) return as_stop([&] { return c.begin_stage(v, s); });
-  else return false;
+  if constexpr (requires { c.begin_stage(v, s); })
+    return as_stop([&] { return c.begin_stage(v, s); });
+  else
+    return false;
 }
 template <class C>
 bool call_end_stage(C& c, const SearchView& v, Stage s) {
-  if constexpr (requires { c.end_stage(v, s); }) return as_stop([&] { return c.end_stage(v, s); });
-  else return false;
+  if constexpr (requires { c.end_stage(v, s); })
+    return as_stop([&] { return c.end_stage(v, s); });
+  else
+    return false;
 }
 template <class C>
 bool call_on_evaluation(C& c, const SearchView& v, const EvaluationRecord& r) {
   if constexpr (requires { c.on_evaluation(v, r); })
     return as_stop([&] { return c.on_evaluation(v, r); });
-  else return false;
+  else
+    return false;
 }
 template <class C>
 bool call_on_improvement(C& c, const SearchView& v, const EvaluationRecord& r) {
   if constexpr (requires { c.on_improvement(v, r); })
     return as_stop([&] { return c.on_improvement(v, r); });
-  else return false;
+  else
+    return false;
 }
 
 inline std::string format_duration(double s) {
   char buf[32];
   if (!std::isfinite(s) || s < 0) return "?";
-  if (s < 120) std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else if (s < 7200) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
-  else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  if (s < 120)
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 7200)
+    std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
   return buf;
 }
 
@@ -147,8 +158,9 @@ class ProgressReporter {
     const std::size_t fresh = v.evaluations - v.replayed;
     const std::size_t left =
         v.planned_evaluations > v.evaluations ? v.planned_evaluations - v.evaluations : 0;
-    const double eta = fresh > 0 ? v.elapsed_seconds / static_cast<double>(fresh) * static_cast<double>(left)
-                                 : std::numeric_limits<double>::quiet_NaN();
+    const double eta =
+        fresh > 0 ? v.elapsed_seconds / static_cast<double>(fresh) * static_cast<double>(left)
+                  : std::numeric_limits<double>::quiet_NaN();
     std::string best = "-";
     if (v.best_mask) {
       std::snprintf(buf, sizeof buf, "%.6g", v.best_score);

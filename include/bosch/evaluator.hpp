@@ -61,10 +61,10 @@ struct EvaluationHint {
 /// An Evaluator that accepts a hint (see EvaluationHint). The score must not
 /// depend on the hint.
 template <class E>
-concept HintedEvaluator =
-    Evaluator<E> && requires(E& e, const HeadMask& m, const EvaluationHint& h) {
-      { e.evaluate(m, h) } -> std::convertible_to<double>;
-    };
+concept HintedEvaluator = Evaluator<E> &&
+    requires(E& e, const HeadMask& m, const EvaluationHint& h) {
+  { e.evaluate(m, h) } -> std::convertible_to<double>;
+};
 
 /// An Evaluator that scores several masks in one call; must return exactly one
 /// score per mask, in order, equal to what evaluate() would return.
@@ -75,10 +75,10 @@ concept BatchEvaluator = Evaluator<E> && requires(E& e, std::span<const HeadMask
 
 /// A BatchEvaluator that also takes one hint shared by the batch.
 template <class E>
-concept HintedBatchEvaluator =
-    BatchEvaluator<E> && requires(E& e, std::span<const HeadMask> ms, const EvaluationHint& h) {
-      { e.evaluate_batch(ms, h) } -> std::convertible_to<std::vector<double>>;
-    };
+concept HintedBatchEvaluator = BatchEvaluator<E> &&
+    requires(E& e, std::span<const HeadMask> ms, const EvaluationHint& h) {
+  { e.evaluate_batch(ms, h) } -> std::convertible_to<std::vector<double>>;
+};
 
 /// The lowest layer in which `a` and `b` differ, or num_layers when they are
 /// equal. Throws bosch::invalid_argument when the layouts differ.

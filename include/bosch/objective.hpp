@@ -212,8 +212,9 @@ class Objective {
           const std::span<const HeadMask> view(send);
           const EvaluationHint hint = make_hint(view, reference);
           if constexpr (HintedBatchEvaluator<E>) {
-            scores = hint.reference ? static_cast<std::vector<double>>(evaluator_.evaluate_batch(view, hint))
-                                    : static_cast<std::vector<double>>(evaluator_.evaluate_batch(view));
+            scores = hint.reference
+                         ? static_cast<std::vector<double>>(evaluator_.evaluate_batch(view, hint))
+                         : static_cast<std::vector<double>>(evaluator_.evaluate_batch(view));
           } else {
             scores = static_cast<std::vector<double>>(evaluator_.evaluate_batch(view));
           }
@@ -274,7 +275,9 @@ class Objective {
 
   /// The best-scoring evaluated mask with exactly target_count SWA heads
   /// (first one on ties), or nullptr.
-  const HeadMask* best_mask() const noexcept { return best_index_ ? &log_[*best_index_].mask : nullptr; }
+  const HeadMask* best_mask() const noexcept {
+    return best_index_ ? &log_[*best_index_].mask : nullptr;
+  }
   double best_score() const noexcept {
     return best_index_ ? log_[*best_index_].score : std::numeric_limits<double>::quiet_NaN();
   }
@@ -314,7 +317,8 @@ class Objective {
     if (it == cache_.end() || !it->second.seen_by_evaluator) return h;
     h.reference = &it->first;  // the memo's copy outlives the call
     h.first_changed_layer = layout_.num_layers;
-    for (const auto& m : ms) h.first_changed_layer = std::min(h.first_changed_layer, first_changed_layer(m, *reference));
+    for (const auto& m : ms)
+      h.first_changed_layer = std::min(h.first_changed_layer, first_changed_layer(m, *reference));
     return h;
   }
   void record(const HeadMask& m, double s, double secs, bool by_evaluator) {

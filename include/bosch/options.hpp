@@ -140,8 +140,8 @@ T parse_enum(std::string_view text, const std::array<T, N>& values, const char* 
     names += names.empty() ? "" : ", ";
     names += to_string(v);
   }
-  throw invalid_argument("unknown value '" + std::string(text) + "' (expected one of: " + names + ")",
-                         option);
+  throw invalid_argument(
+      "unknown value '" + std::string(text) + "' (expected one of: " + names + ")", option);
 }
 }  // namespace detail
 
@@ -160,8 +160,9 @@ inline DropMode parse_drop_mode(std::string_view s) {
 }
 inline RatioInit parse_ratio_init(std::string_view s) {
   return detail::parse_enum(
-      s, std::array{RatioInit::relative, RatioInit::linear, RatioInit::quantile,
-                                  RatioInit::uniform}, "ratio_init");
+      s,
+      std::array{RatioInit::relative, RatioInit::linear, RatioInit::quantile, RatioInit::uniform},
+      "ratio_init");
 }
 inline GroupInit parse_group_init(std::string_view s) {
   return detail::parse_enum(s, std::array{GroupInit::stage1, GroupInit::random, GroupInit::full},
@@ -309,12 +310,12 @@ inline void validate(const Options& o) {
 
 /// One evaluation of the black box, as logged by the objective.
 struct EvaluationRecord {
-  std::size_t index = 0;  ///< 0-based position in the log (= evaluation number)
-  HeadMask mask;          ///< the mask evaluated
-  double score = 0.0;     ///< the evaluator's score (higher is better)
+  std::size_t index = 0;         ///< 0-based position in the log (= evaluation number)
+  HeadMask mask;                 ///< the mask evaluated
+  double score = 0.0;            ///< the evaluator's score (higher is better)
   Stage stage = Stage::anchors;  ///< the stage that requested it
-  double seconds = 0.0;   ///< wall-clock seconds of the evaluator call (a batch's
-                          ///< time is split evenly over its masks)
+  double seconds = 0.0;          ///< wall-clock seconds of the evaluator call (a batch's
+                                 ///< time is split evenly over its masks)
 };
 
 /// The two reference scores that normalize S.

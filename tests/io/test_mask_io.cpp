@@ -21,7 +21,8 @@ using bosch::HeadMask;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("bosch_test_io_" + name + "_" + std::to_string(::getpid()));
+  fs::path d =
+      fs::temp_directory_path() / ("bosch_test_io_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -46,7 +47,9 @@ TEST_CASE("JSON, TSV and grid round trips") {
   const fs::path dir = temp_dir("roundtrip");
   for (const HeadLayout lay : {HeadLayout{1, 1, 1}, HeadLayout{3, 12, 4}, HeadLayout{28, 16, 8}}) {
     const HeadMask m = random_mask(lay, bosch::test::seed(lay.size()));
-    const nlohmann::json meta = {{"model", "toy"}, {"ratio", m.ratio()}, {"seed", 42},
+    const nlohmann::json meta = {{"model", "toy"},
+                                 {"ratio", m.ratio()},
+                                 {"seed", 42},
                                  {"bosch_version", bosch::version_string}};
     bosch::io::write_mask(dir / "m.json", m, meta);
     bosch::io::write_mask(dir / "m.tsv", m);
@@ -95,7 +98,8 @@ TEST_CASE("a mask of another shape is rejected naming the file") {
       if (std::string(name) != "a.json" && other.num_layers == 4 && other.num_kv_heads == 4)
         continue;  // TSV/grid do not store the query-head count
       CHECK_THROWS_WITH_AS(bosch::io::read_mask(dir / name, other),
-                           doctest::Contains((dir / name).string().c_str()), bosch::invalid_argument);
+                           doctest::Contains((dir / name).string().c_str()),
+                           bosch::invalid_argument);
     }
   }
   fs::remove_all(dir);
@@ -131,8 +135,8 @@ TEST_CASE("malformed files raise format_error with file and field") {
              R"(, "swa": [[0], []], "metadata": 3})",
          "metadata");
   write_text(dir / "bad.tsv", "1\t0\n1\tx\n");
-  CHECK_THROWS_WITH_AS(bosch::io::read_mask_tsv(dir / "bad.tsv"), doctest::Contains("line 2, column 2"),
-                       bosch::format_error);
+  CHECK_THROWS_WITH_AS(bosch::io::read_mask_tsv(dir / "bad.tsv"),
+                       doctest::Contains("line 2, column 2"), bosch::format_error);
   write_text(dir / "bad.tsv", "1\t0\n1\n");
   CHECK_THROWS_WITH_AS(bosch::io::read_mask_tsv(dir / "bad.tsv"), doctest::Contains("line 2"),
                        bosch::format_error);

@@ -202,7 +202,8 @@ struct RedundantEvaluator {
     for (int l = 0; l < lay.num_layers; ++l) {
       double best = -1e9;
       for (int bits = 0; bits < (1 << H); ++bits) {
-        if (__builtin_popcount(static_cast<unsigned>(bits)) != counts[static_cast<std::size_t>(l)]) continue;
+        if (__builtin_popcount(static_cast<unsigned>(bits)) != counts[static_cast<std::size_t>(l)])
+          continue;
         HeadMask m(lay);
         for (int k = 0; k < H; ++k) m.set(l, k, (bits >> k) & 1);
         best = std::max(best, evaluate(m));

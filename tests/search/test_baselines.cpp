@@ -26,8 +26,8 @@ TEST_CASE("layer baselines hit the exact head count, or whole layers on request"
       for (double rho : {0.25, 0.5, 0.75, 0.875}) {
         const HeadLayout lay{layers, hkv, hkv};
         const std::size_t t = bosch::target_count(lay, rho);
-        for (const HeadMask& m : {bl::layer_rand(lay, rho, 3), bl::layer_bme(lay, rho),
-                                  bl::layer_intr(lay, rho)}) {
+        for (const HeadMask& m :
+             {bl::layer_rand(lay, rho, 3), bl::layer_bme(lay, rho), bl::layer_intr(lay, rho)}) {
           CHECK(m.count() == t);
           int partial = 0;
           for (int l = 0; l < layers; ++l) partial += m.count_in_layer(l) % hkv != 0;
@@ -78,7 +78,8 @@ TEST_CASE("mask_from_scores: lowest scores become SWA, deterministic ties") {
   p = bl::mask_from_scores(lay, skew, 0.5, bl::Quota::per_layer);
   CHECK(p.count_in_layer(0) == 2);
   CHECK(p.count_in_layer(1) == 2);
-  CHECK_THROWS_AS(bl::mask_from_scores(lay, std::vector<double>(7, 0.0), 0.5), bosch::invalid_argument);
+  CHECK_THROWS_AS(bl::mask_from_scores(lay, std::vector<double>(7, 0.0), 0.5),
+                  bosch::invalid_argument);
   std::vector<double> bad = s;
   bad[2] = std::nan("");
   CHECK_THROWS_AS(bl::mask_from_scores(lay, bad, 0.5), bosch::invalid_argument);

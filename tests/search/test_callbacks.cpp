@@ -76,7 +76,8 @@ TEST_CASE("every hook fires, in order, with consistent views") {
   const auto r = bosch::select(e, o, rec);
   CHECK(rec.n_begin_search == 1);
   CHECK(rec.n_end_search == 1);
-  CHECK(rec.begun == std::vector<Stage>{Stage::anchors, Stage::probes, Stage::ratios, Stage::groups});
+  CHECK(rec.begun ==
+        std::vector<Stage>{Stage::anchors, Stage::probes, Stage::ratios, Stage::groups});
   CHECK(rec.ended == rec.begun);
   CHECK(rec.evaluations == r.evaluations);
   CHECK(rec.final_evaluations == r.evaluations);
@@ -90,7 +91,8 @@ TEST_CASE("several callbacks, temporaries and lvalues mixed") {
   bosch::test::SeparableEvaluator e({4, 4, 4}, 2);
   Recorder a;
   std::ostringstream out;
-  const auto r = bosch::select(e, Options{}, a, bosch::ProgressReporter(out, 5), bosch::EarlyStop{});
+  const auto r =
+      bosch::select(e, Options{}, a, bosch::ProgressReporter(out, 5), bosch::EarlyStop{});
   CHECK(a.evaluations == r.evaluations);
   CHECK(out.str().find("bosch [") != std::string::npos);
   CHECK(out.str().find("evaluations") != std::string::npos);

@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("bosch_test_ckpt_" + name + "_" + std::to_string(::getpid()));
+  fs::path d =
+      fs::temp_directory_path() / ("bosch_test_ckpt_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -62,8 +63,8 @@ TEST_CASE("resume after a stop equals the uninterrupted run (mask and log)") {
   const fs::path dir = temp_dir("stop");
   const HeadLayout lay{7, 16, 8};
   int resumed_runs = 0;
-  for (auto v : {bosch::Variant::full, bosch::Variant::single, bosch::Variant::multi,
-                 bosch::Variant::layer})
+  for (auto v :
+       {bosch::Variant::full, bosch::Variant::single, bosch::Variant::multi, bosch::Variant::layer})
     for (auto solver : {bosch::InnerSolver::swap, bosch::InnerSolver::penalized})
       for (std::size_t cut : {1u, 5u, 37u, 90u}) {
         const Options o = base_options(v, solver);
@@ -94,7 +95,8 @@ TEST_CASE("resume after a stop equals the uninterrupted run (mask and log)") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("resume from a checkpoint written mid-run (periodic writes) equals the uninterrupted run") {
+TEST_CASE(
+    "resume from a checkpoint written mid-run (periodic writes) equals the uninterrupted run") {
   const fs::path dir = temp_dir("periodic");
   const HeadLayout lay{6, 8, 8};
   const Options o = base_options(bosch::Variant::full, bosch::InnerSolver::swap);

@@ -49,7 +49,7 @@ static_assert(!bosch::HintedEvaluator<Batch>);
 TEST_CASE("turnover and Jaccard distance") {
   const HeadLayout lay{2, 4, 4};
   HeadMask a(lay), b(lay);
-  for (std::size_t i : {0u, 1u, 2u, 3u}) a.set_flat(i, true);       // |S(a)| = 4
+  for (std::size_t i : {0u, 1u, 2u, 3u}) a.set_flat(i, true);          // |S(a)| = 4
   for (std::size_t i : {2u, 3u, 4u, 5u, 6u, 7u}) b.set_flat(i, true);  // |S(b)| = 6
   CHECK(bosch::turnover(a, b) == doctest::Approx(2.0 / std::sqrt(24.0)));
   CHECK(bosch::turnover(b, a) == doctest::Approx(4.0 / std::sqrt(24.0)));

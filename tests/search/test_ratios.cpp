@@ -56,8 +56,10 @@ TEST_CASE("assigned counts sum exactly to the target and are monotone in the dro
           // Monotone: a layer with a smaller drop never gets fewer SWA heads.
           for (int a = 0; a < layers; ++a)
             for (int b = 0; b < layers; ++b)
-              if (plan.weights[static_cast<std::size_t>(a)] < plan.weights[static_cast<std::size_t>(b)])
-                CHECK(plan.counts[static_cast<std::size_t>(a)] >= plan.counts[static_cast<std::size_t>(b)]);
+              if (plan.weights[static_cast<std::size_t>(a)] <
+                  plan.weights[static_cast<std::size_t>(b)])
+                CHECK(plan.counts[static_cast<std::size_t>(a)] >=
+                      plan.counts[static_cast<std::size_t>(b)]);
         }
 }
 

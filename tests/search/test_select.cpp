@@ -49,7 +49,8 @@ TEST_CASE("separable planted problem: select reaches the optimum for its per-lay
   }
 }
 
-TEST_CASE("entangled planted problem: ranking heads one at a time fails, select finds the optimum") {
+TEST_CASE(
+    "entangled planted problem: ranking heads one at a time fails, select finds the optimum") {
   // Hkv = 4, one partner pair per layer, rho = 0.5: the optimum takes exactly
   // the pairs (score -0.05 per layer). Probes are exhaustive here, so select
   // must reach it exactly for every seed.
@@ -95,7 +96,8 @@ TEST_CASE("redundant pairs, Hkv = 8: ranking picks both heads of each pair, sele
     CHECK(e.evaluate(ranked) < r.score - 1.0 * lay.num_layers);
     // No pair is fully SWA in select's mask.
     for (std::size_t i = 0; i < r.mask.size(); ++i)
-      if (e.partner[i] >= 0) CHECK_FALSE((r.mask[i] && r.mask[static_cast<std::size_t>(e.partner[i])]));
+      if (e.partner[i] >= 0)
+        CHECK_FALSE((r.mask[i] && r.mask[static_cast<std::size_t>(e.partner[i])]));
   }
 }
 

@@ -55,7 +55,8 @@ inline layer_plan plan(const HeadLayout& layout, double rho, LayerCount mode) {
   const int H = layout.num_kv_heads;
   layer_plan p;
   if (mode == LayerCount::exact) {
-    p.swa_layers = static_cast<int>((t + static_cast<std::size_t>(H) - 1) / static_cast<std::size_t>(H));
+    p.swa_layers =
+        static_cast<int>((t + static_cast<std::size_t>(H) - 1) / static_cast<std::size_t>(H));
     p.partial = static_cast<int>(t % static_cast<std::size_t>(H));
   } else {
     p.swa_layers = static_cast<int>(std::floor(rho * layout.num_layers + 0.5));
@@ -120,7 +121,8 @@ inline std::vector<int> bme_full_order(int num_layers) {
 }
 
 /// BME: full layers at the beginning, middle and end (see the file comment).
-inline HeadMask layer_bme(const HeadLayout& layout, double rho, LayerCount mode = LayerCount::exact) {
+inline HeadMask layer_bme(const HeadLayout& layout, double rho,
+                          LayerCount mode = LayerCount::exact) {
   const auto p = detail::plan(layout, rho, mode);
   const auto full = bme_full_order(layout.num_layers);
   // SWA layers: the ones the round-robin takes last; the partial one is the
@@ -131,7 +133,8 @@ inline HeadMask layer_bme(const HeadLayout& layout, double rho, LayerCount mode 
 }
 
 /// INTR: full layers spread evenly (see the file comment).
-inline HeadMask layer_intr(const HeadLayout& layout, double rho, LayerCount mode = LayerCount::exact) {
+inline HeadMask layer_intr(const HeadLayout& layout, double rho,
+                           LayerCount mode = LayerCount::exact) {
   const auto p = detail::plan(layout, rho, mode);
   const long L = layout.num_layers, g = L - p.swa_layers;
   std::vector<int> swa;

@@ -32,7 +32,9 @@ namespace bosch::io {
 /// cannot be opened or read.
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw file_error(std::string("cannot open for reading: ") + std::strerror(errno), path.string());
+  if (!in)
+    throw file_error(std::string("cannot open for reading: ") + std::strerror(errno),
+                     path.string());
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw file_error("read failed", path.string());

@@ -67,8 +67,8 @@ inline void check_mask_layout(const HeadMask& mask, const HeadLayout& expected,
                               const std::string& where) {
   if (!(mask.layout() == expected))
     throw invalid_argument("mask layout (" + layout_string(mask.layout()) +
-                               ") does not match the expected layout (" +
-                               layout_string(expected) + ")",
+                               ") does not match the expected layout (" + layout_string(expected) +
+                               ")",
                            where);
 }
 
@@ -76,7 +76,8 @@ inline void check_mask_layout(const HeadMask& mask, const HeadLayout& expected,
 /// bosch::invalid_argument when `metadata` is not an object.
 inline nlohmann::json mask_to_json(const HeadMask& mask,
                                    const nlohmann::json& metadata = nlohmann::json::object()) {
-  if (!metadata.is_object()) throw invalid_argument("metadata must be a JSON object", "mask_to_json");
+  if (!metadata.is_object())
+    throw invalid_argument("metadata must be a JSON object", "mask_to_json");
   const auto& l = mask.layout();
   nlohmann::json swa = nlohmann::json::array();
   for (int layer = 0; layer < l.num_layers; ++layer) {
@@ -106,15 +107,18 @@ inline MaskFile mask_from_json(const nlohmann::json& j, const std::string& where
     fail("format", "expected \"bosch.head_mask\"");
   if (!j.contains("version") || !j["version"].is_number_integer())
     fail("version", "missing or not an integer");
-  if (j["version"] != 1) fail("version", "unsupported version " + j["version"].dump() + " (this build reads 1)");
+  if (j["version"] != 1)
+    fail("version", "unsupported version " + j["version"].dump() + " (this build reads 1)");
   if (!j.contains("layout") || !j["layout"].is_object()) fail("layout", "missing or not an object");
   HeadLayout lay;
   for (const char* f : {"num_layers", "num_query_heads", "num_kv_heads"}) {
     const auto& lj = j["layout"];
-    if (!lj.contains(f) || !lj[f].is_number_integer()) fail(std::string("layout.") + f, "missing or not an integer");
+    if (!lj.contains(f) || !lj[f].is_number_integer())
+      fail(std::string("layout.") + f, "missing or not an integer");
     const auto v = lj[f].get<long long>();
-    if (v <= 0 || v > 1000000) fail(std::string("layout.") + f, "out of range: " + std::to_string(v));
-    (std::string(f) == "num_layers" ? lay.num_layers
+    if (v <= 0 || v > 1000000)
+      fail(std::string("layout.") + f, "out of range: " + std::to_string(v));
+    (std::string(f) == "num_layers"        ? lay.num_layers
      : std::string(f) == "num_query_heads" ? lay.num_query_heads
                                            : lay.num_kv_heads) = static_cast<int>(v);
   }
@@ -122,7 +126,8 @@ inline MaskFile mask_from_json(const nlohmann::json& j, const std::string& where
   if (!j.contains("swa") || !j["swa"].is_array()) fail("swa", "missing or not an array");
   const auto& swa = j["swa"];
   if (swa.size() != static_cast<std::size_t>(lay.num_layers))
-    fail("swa", "has " + std::to_string(swa.size()) + " layers, layout says " + std::to_string(lay.num_layers));
+    fail("swa", "has " + std::to_string(swa.size()) + " layers, layout says " +
+                    std::to_string(lay.num_layers));
   MaskFile out{HeadMask(lay), nlohmann::json::object()};
   for (int layer = 0; layer < lay.num_layers; ++layer) {
     const auto& row = swa[static_cast<std::size_t>(layer)];
@@ -132,8 +137,10 @@ inline MaskFile mask_from_json(const nlohmann::json& j, const std::string& where
       if (!v.is_number_integer()) fail(field, "not an integer: " + v.dump());
       const auto k = v.get<long long>();
       if (k < 0 || k >= lay.num_kv_heads)
-        fail(field, "KV head " + std::to_string(k) + " outside [0, " + std::to_string(lay.num_kv_heads) + ")");
-      if (out.mask.swa(layer, static_cast<int>(k))) fail(field, "KV head " + std::to_string(k) + " listed twice");
+        fail(field, "KV head " + std::to_string(k) + " outside [0, " +
+                        std::to_string(lay.num_kv_heads) + ")");
+      if (out.mask.swa(layer, static_cast<int>(k)))
+        fail(field, "KV head " + std::to_string(k) + " listed twice");
       out.mask.set(layer, static_cast<int>(k), true);
     }
   }
@@ -197,13 +204,15 @@ inline HeadMask mask_from_tsv(const std::string& text, int num_query_heads = 0,
     std::size_t p = 0, col = 0;
     while (true) {
       std::size_t tab = line.find('\t', p);
-      const std::string cell = line.substr(p, tab == std::string::npos ? std::string::npos : tab - p);
+      const std::string cell =
+          line.substr(p, tab == std::string::npos ? std::string::npos : tab - p);
       ++col;
       char* end = nullptr;
       const double v = cell.empty() ? std::nan("") : std::strtod(cell.c_str(), &end);
       if (cell.empty() || end != cell.c_str() + cell.size() || !(v >= 0.0 && v <= 1.0))
         throw format_error("line " + std::to_string(line_no) + ", column " + std::to_string(col) +
-                               ": expected a number in [0, 1] (1 = full attention), got '" + cell + "'",
+                               ": expected a number in [0, 1] (1 = full attention), got '" + cell +
+                               "'",
                            where);
       row.push_back(v);
       if (tab == std::string::npos) break;
@@ -217,9 +226,11 @@ inline HeadMask mask_from_tsv(const std::string& text, int num_query_heads = 0,
   for (std::size_t i = 0; i < rows.size(); ++i)
     if (rows[i].size() != width)
       throw format_error("line " + std::to_string(i + 1) + ": " + std::to_string(rows[i].size()) +
-                             " values, expected " + std::to_string(width) + (rows[i].empty() ? " (blank line)" : ""),
+                             " values, expected " + std::to_string(width) +
+                             (rows[i].empty() ? " (blank line)" : ""),
                          where);
-  HeadLayout lay{static_cast<int>(rows.size()), num_query_heads > 0 ? num_query_heads : static_cast<int>(width),
+  HeadLayout lay{static_cast<int>(rows.size()),
+                 num_query_heads > 0 ? num_query_heads : static_cast<int>(width),
                  static_cast<int>(width)};
   if (!lay.valid())
     throw format_error("TSV of " + std::to_string(width) + " KV heads per layer does not fit " +
@@ -227,7 +238,8 @@ inline HeadMask mask_from_tsv(const std::string& text, int num_query_heads = 0,
                        where);
   HeadMask m(lay);
   for (std::size_t l = 0; l < rows.size(); ++l)
-    for (std::size_t k = 0; k < width; ++k) m.set(static_cast<int>(l), static_cast<int>(k), rows[l][k] < threshold);
+    for (std::size_t k = 0; k < width; ++k)
+      m.set(static_cast<int>(l), static_cast<int>(k), rows[l][k] < threshold);
   return m;
 }
 
@@ -251,9 +263,12 @@ inline HeadMask read_mask_grid(const std::filesystem::path& path, int num_query_
 inline void write_mask(const std::filesystem::path& path, const HeadMask& mask,
                        const nlohmann::json& metadata = nlohmann::json::object()) {
   const auto ext = path.extension().string();
-  if (ext == ".json") write_mask_json(path, mask, metadata);
-  else if (ext == ".tsv") write_mask_tsv(path, mask);
-  else write_mask_grid(path, mask);
+  if (ext == ".json")
+    write_mask_json(path, mask, metadata);
+  else if (ext == ".tsv")
+    write_mask_tsv(path, mask);
+  else
+    write_mask_grid(path, mask);
 }
 
 /// Reads a mask in the form chosen by the extension and checks it against

@@ -43,12 +43,12 @@ struct GridCategory {
 
 /// A rows x cols grid of coloured cells with labelled axes.
 struct GridMap {
-  std::string title;          ///< drawn above the grid (may be empty)
-  std::string x_label;        ///< under the columns, e.g. "KV head"
-  std::string y_label;        ///< beside the rows, e.g. "layer"
+  std::string title;    ///< drawn above the grid (may be empty)
+  std::string x_label;  ///< under the columns, e.g. "KV head"
+  std::string y_label;  ///< beside the rows, e.g. "layer"
   int rows = 0;
   int cols = 0;
-  std::vector<double> values; ///< rows*cols, row-major (row 0 drawn at the top); NaN = blank
+  std::vector<double> values;  ///< rows*cols, row-major (row 0 drawn at the top); NaN = blank
   std::vector<std::string> row_labels;  ///< optional, one per row (default: 0, 1, ...)
   std::vector<std::string> col_labels;  ///< optional, one per column (default: 0, 1, ...)
   /// Non-empty: categorical colouring (a cell whose value matches no category
@@ -60,8 +60,8 @@ struct GridMap {
   std::string high_color = "#08306b";
   double min_value = std::numeric_limits<double>::quiet_NaN();
   double max_value = std::numeric_limits<double>::quiet_NaN();
-  bool show_values = false;   ///< print each value (printf "%.3g") in its cell
-  double cell_size = 18;      ///< cell edge in px (cells are square)
+  bool show_values = false;  ///< print each value (printf "%.3g") in its cell
+  double cell_size = 18;     ///< cell edge in px (cells are square)
 };
 
 /// One line of a LinePlot.
@@ -69,8 +69,8 @@ struct Series {
   std::string name;       ///< legend entry (may be empty: no entry)
   std::vector<double> x;  ///< x values (same length as y; NaN points are skipped)
   std::vector<double> y;
-  std::string color;      ///< empty = the built-in palette in series order
-  bool markers = true;    ///< draw a dot at each point
+  std::string color;    ///< empty = the built-in palette in series order
+  bool markers = true;  ///< draw a dot at each point
   bool dashed = false;
 };
 
@@ -128,8 +128,9 @@ inline std::string text(double x, double y, std::string_view s, const char* anch
 
 inline std::string header(double w, double h) {
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-         "version=\"1.1\" width=\"" + num(w) + "\" height=\"" + num(h) + "\" viewBox=\"0 0 " +
-         num(w) + " " + num(h) + "\" font-family=\"sans-serif\">\n<rect width=\"100%\" "
+         "version=\"1.1\" width=\"" +
+         num(w) + "\" height=\"" + num(h) + "\" viewBox=\"0 0 " + num(w) + " " + num(h) +
+         "\" font-family=\"sans-serif\">\n<rect width=\"100%\" "
          "height=\"100%\" fill=\"white\"/>\n";
 }
 
@@ -137,7 +138,8 @@ inline std::string header(double w, double h) {
 inline void rgb(const std::string& c, int out[3]) {
   out[0] = out[1] = out[2] = 0;
   if (c.size() != 7 || c[0] != '#') return;
-  for (int i = 0; i < 3; ++i) out[i] = static_cast<int>(std::strtol(c.substr(1 + 2 * i, 2).c_str(), nullptr, 16));
+  for (int i = 0; i < 3; ++i)
+    out[i] = static_cast<int>(std::strtol(c.substr(1 + 2 * i, 2).c_str(), nullptr, 16));
 }
 
 inline std::string mix(const std::string& a, const std::string& b, double t) {
@@ -146,7 +148,8 @@ inline std::string mix(const std::string& a, const std::string& b, double t) {
   rgb(b, cb);
   t = std::clamp(t, 0.0, 1.0);
   char buf[8];
-  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", static_cast<int>(std::lround(ca[0] + (cb[0] - ca[0]) * t)),
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x",
+                static_cast<int>(std::lround(ca[0] + (cb[0] - ca[0]) * t)),
                 static_cast<int>(std::lround(ca[1] + (cb[1] - ca[1]) * t)),
                 static_cast<int>(std::lround(ca[2] + (cb[2] - ca[2]) * t)));
   return buf;
@@ -186,7 +189,8 @@ inline const char* palette(std::size_t i) {
 /// rows/cols are not positive or values/labels have the wrong length.
 inline std::string grid_map_svg(const GridMap& g) {
   using namespace svg_detail;
-  if (g.rows <= 0 || g.cols <= 0) throw invalid_argument("rows and cols must be positive", "grid_map_svg");
+  if (g.rows <= 0 || g.cols <= 0)
+    throw invalid_argument("rows and cols must be positive", "grid_map_svg");
   if (g.values.size() != static_cast<std::size_t>(g.rows) * static_cast<std::size_t>(g.cols))
     throw invalid_argument("values must hold rows*cols entries", "grid_map_svg");
   if (!g.row_labels.empty() && g.row_labels.size() != static_cast<std::size_t>(g.rows))
@@ -194,8 +198,12 @@ inline std::string grid_map_svg(const GridMap& g) {
   if (!g.col_labels.empty() && g.col_labels.size() != static_cast<std::size_t>(g.cols))
     throw invalid_argument("col_labels must be empty or hold one label per column", "grid_map_svg");
   const double cs = g.cell_size > 0 ? g.cell_size : 18;
-  auto row_label = [&](int r) { return g.row_labels.empty() ? std::to_string(r) : g.row_labels[static_cast<std::size_t>(r)]; };
-  auto col_label = [&](int c) { return g.col_labels.empty() ? std::to_string(c) : g.col_labels[static_cast<std::size_t>(c)]; };
+  auto row_label = [&](int r) {
+    return g.row_labels.empty() ? std::to_string(r) : g.row_labels[static_cast<std::size_t>(r)];
+  };
+  auto col_label = [&](int c) {
+    return g.col_labels.empty() ? std::to_string(c) : g.col_labels[static_cast<std::size_t>(c)];
+  };
   std::size_t max_row_label = 1;
   for (int r = 0; r < g.rows; ++r) max_row_label = std::max(max_row_label, row_label(r).size());
 
@@ -204,7 +212,9 @@ inline std::string grid_map_svg(const GridMap& g) {
   const double grid_w = cs * g.cols, grid_h = cs * g.rows;
   const double legend_w = 150;
   const double width = left + grid_w + 20 + legend_w;
-  const double height = std::max(top + grid_h + 50, top + 30.0 * static_cast<double>(std::max<std::size_t>(2, g.categories.size())) + 20);
+  const double height = std::max(
+      top + grid_h + 50,
+      top + 30.0 * static_cast<double>(std::max<std::size_t>(2, g.categories.size())) + 20);
 
   double lo = g.min_value, hi = g.max_value;
   if (g.categories.empty() && (std::isnan(lo) || std::isnan(hi))) {
@@ -229,53 +239,60 @@ inline std::string grid_map_svg(const GridMap& g) {
   };
 
   std::string s = header(width, height);
-  if (!g.title.empty()) s += text(left + grid_w / 2, 24, g.title, "middle", 14, " font-weight=\"bold\"");
+  if (!g.title.empty())
+    s += text(left + grid_w / 2, 24, g.title, "middle", 14, " font-weight=\"bold\"");
   for (int r = 0; r < g.rows; ++r) {
     for (int c = 0; c < g.cols; ++c) {
-      const double v = g.values[static_cast<std::size_t>(r) * static_cast<std::size_t>(g.cols) + static_cast<std::size_t>(c)];
+      const double v = g.values[static_cast<std::size_t>(r) * static_cast<std::size_t>(g.cols) +
+                                static_cast<std::size_t>(c)];
       const std::string col = color_of(v);
-      s += "<rect x=\"" + num(left + cs * c) + "\" y=\"" + num(top + cs * r) + "\" width=\"" + num(cs) +
-           "\" height=\"" + num(cs) + "\" fill=\"" + (col.empty() ? std::string("none") : col) +
+      s += "<rect x=\"" + num(left + cs * c) + "\" y=\"" + num(top + cs * r) + "\" width=\"" +
+           num(cs) + "\" height=\"" + num(cs) + "\" fill=\"" +
+           (col.empty() ? std::string("none") : col) +
            "\" stroke=\"#ffffff\" stroke-width=\"1\"><title>" + escape(row_label(r)) + ", " +
            escape(col_label(c)) + ": " + tick_text(v) + "</title></rect>\n";
       if (g.show_values && std::isfinite(v)) {
         const bool dark = !g.categories.empty() ? false : (hi > lo && (v - lo) / (hi - lo) > 0.6);
-        s += text(left + cs * (c + 0.5), top + cs * (r + 0.5) + 3.5, tick_text(v), "middle", std::min(10.0, cs * 0.45),
-                  dark ? " fill=\"white\"" : "");
+        s += text(left + cs * (c + 0.5), top + cs * (r + 0.5) + 3.5, tick_text(v), "middle",
+                  std::min(10.0, cs * 0.45), dark ? " fill=\"white\"" : "");
       }
     }
   }
-  s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(grid_w) + "\" height=\"" +
-       num(grid_h) + "\" fill=\"none\" stroke=\"#333333\" stroke-width=\"1\"/>\n";
+  s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(grid_w) +
+       "\" height=\"" + num(grid_h) + "\" fill=\"none\" stroke=\"#333333\" stroke-width=\"1\"/>\n";
   // Axis labels: every row/column when they fit, else every k-th.
   const int row_step = std::max(1, static_cast<int>(std::ceil(11.0 / cs)));
   for (int r = 0; r < g.rows; r += row_step)
     s += text(left - 4, top + cs * (r + 0.5) + 4, row_label(r), "end", 10);
   std::size_t max_col_label = 1;
   for (int c = 0; c < g.cols; ++c) max_col_label = std::max(max_col_label, col_label(c).size());
-  const int col_step = std::max(1, static_cast<int>(std::ceil((6.5 * static_cast<double>(max_col_label) + 3) / cs)));
+  const int col_step =
+      std::max(1, static_cast<int>(std::ceil((6.5 * static_cast<double>(max_col_label) + 3) / cs)));
   for (int c = 0; c < g.cols; c += col_step)
     s += text(left + cs * (c + 0.5), top + grid_h + 13, col_label(c), "middle", 10);
   if (!g.x_label.empty()) s += text(left + grid_w / 2, top + grid_h + 32, g.x_label, "middle", 12);
   if (!g.y_label.empty()) {
     const double x = 14, y = top + grid_h / 2;
-    s += "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 " +
-         num(x) + " " + num(y) + ")\">" + escape(g.y_label) + "</text>\n";
+    s += "<text x=\"" + num(x) + "\" y=\"" + num(y) +
+         "\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 " + num(x) + " " +
+         num(y) + ")\">" + escape(g.y_label) + "</text>\n";
   }
   // Legend.
   const double lx = left + grid_w + 20;
   if (!g.categories.empty()) {
     double ly = top;
     for (const auto& c : g.categories) {
-      s += "<rect x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" width=\"14\" height=\"14\" fill=\"" + c.color +
-           "\" stroke=\"#333333\" stroke-width=\"0.5\"/>\n";
+      s += "<rect x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" width=\"14\" height=\"14\" fill=\"" +
+           c.color + "\" stroke=\"#333333\" stroke-width=\"0.5\"/>\n";
       s += text(lx + 20, ly + 11, c.label, "start", 11);
       ly += 22;
     }
   } else {
     const double bar_h = std::max(60.0, std::min(grid_h, 160.0));
-    s += "<defs><linearGradient id=\"scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\"><stop offset=\"0\" stop-color=\"" +
-         g.low_color + "\"/><stop offset=\"1\" stop-color=\"" + g.high_color + "\"/></linearGradient></defs>\n";
+    s += "<defs><linearGradient id=\"scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\"><stop "
+         "offset=\"0\" stop-color=\"" +
+         g.low_color + "\"/><stop offset=\"1\" stop-color=\"" + g.high_color +
+         "\"/></linearGradient></defs>\n";
     s += "<rect x=\"" + num(lx) + "\" y=\"" + num(top) + "\" width=\"14\" height=\"" + num(bar_h) +
          "\" fill=\"url(#scale)\" stroke=\"#333333\" stroke-width=\"0.5\"/>\n";
     s += text(lx + 20, top + 10, tick_text(hi), "start", 11);
@@ -339,24 +356,26 @@ inline std::string line_plot_svg(const LinePlot& p) {
   auto Y = [&](double v) { return top + ph - (v - ylo) / (yhi - ylo) * ph; };
 
   std::string s = header(w, h);
-  if (!p.title.empty()) s += text(left + pw / 2, 22, p.title, "middle", 14, " font-weight=\"bold\"");
+  if (!p.title.empty())
+    s += text(left + pw / 2, 22, p.title, "middle", 14, " font-weight=\"bold\"");
   for (double v : xt) {
-    s += "<line x1=\"" + num(X(v)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(X(v)) + "\" y2=\"" + num(top + ph) +
-         "\" stroke=\"#e0e0e0\" stroke-width=\"1\"/>\n";
+    s += "<line x1=\"" + num(X(v)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(X(v)) + "\" y2=\"" +
+         num(top + ph) + "\" stroke=\"#e0e0e0\" stroke-width=\"1\"/>\n";
     s += text(X(v), top + ph + 16, tick_text(v), "middle", 11);
   }
   for (double v : yt) {
-    s += "<line x1=\"" + num(left) + "\" y1=\"" + num(Y(v)) + "\" x2=\"" + num(left + pw) + "\" y2=\"" + num(Y(v)) +
-         "\" stroke=\"#e0e0e0\" stroke-width=\"1\"/>\n";
+    s += "<line x1=\"" + num(left) + "\" y1=\"" + num(Y(v)) + "\" x2=\"" + num(left + pw) +
+         "\" y2=\"" + num(Y(v)) + "\" stroke=\"#e0e0e0\" stroke-width=\"1\"/>\n";
     s += text(left - 6, Y(v) + 4, tick_text(v), "end", 11);
   }
-  s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" + num(ph) +
-       "\" fill=\"none\" stroke=\"#333333\" stroke-width=\"1\"/>\n";
+  s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" +
+       num(ph) + "\" fill=\"none\" stroke=\"#333333\" stroke-width=\"1\"/>\n";
   if (!p.x_label.empty()) s += text(left + pw / 2, h - 12, p.x_label, "middle", 12);
   if (!p.y_label.empty()) {
     const double x = 16, y = top + ph / 2;
-    s += "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 " +
-         num(x) + " " + num(y) + ")\">" + escape(p.y_label) + "</text>\n";
+    s += "<text x=\"" + num(x) + "\" y=\"" + num(y) +
+         "\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 " + num(x) + " " +
+         num(y) + ")\">" + escape(p.y_label) + "</text>\n";
   }
   double ly = top + 8;
   for (std::size_t i = 0; i < p.series.size(); ++i) {
@@ -369,16 +388,17 @@ inline std::string line_plot_svg(const LinePlot& p) {
       if (!pts.empty()) pts += ' ';
       pts += num(X(se.x[k])) + "," + num(Y(se.y[k]));
       if (se.markers)
-        s += "<circle cx=\"" + num(X(se.x[k])) + "\" cy=\"" + num(Y(se.y[k])) + "\" r=\"3\" fill=\"" + color +
-             "\"><title>" + escape(se.name) + ": (" + tick_text(se.x[k]) + ", " + tick_text(se.y[k]) +
-             ")</title></circle>\n";
+        s += "<circle cx=\"" + num(X(se.x[k])) + "\" cy=\"" + num(Y(se.y[k])) +
+             "\" r=\"3\" fill=\"" + color + "\"><title>" + escape(se.name) + ": (" +
+             tick_text(se.x[k]) + ", " + tick_text(se.y[k]) + ")</title></circle>\n";
     }
     if (!pts.empty())
-      s += "<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"2\"" + dash + "/>\n";
+      s += "<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + color +
+           "\" stroke-width=\"2\"" + dash + "/>\n";
     if (!se.name.empty()) {
       const double lx = left + pw + 14;
-      s += "<line x1=\"" + num(lx) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(lx + 20) + "\" y2=\"" + num(ly) +
-           "\" stroke=\"" + color + "\" stroke-width=\"2\"" + dash + "/>\n";
+      s += "<line x1=\"" + num(lx) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(lx + 20) + "\" y2=\"" +
+           num(ly) + "\" stroke=\"" + color + "\" stroke-width=\"2\"" + dash + "/>\n";
       s += text(lx + 26, ly + 4, se.name, "start", 11);
       ly += 18;
     }

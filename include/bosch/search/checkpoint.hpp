@@ -82,6 +82,7 @@ inline Options options_from_json(const nlohmann::json& j, const std::string& whe
     const std::string& k = it.key();
     const auto& v = it.value();
     try {
+      // clang-format off
       if (k == "target_ratio") o.target_ratio = v.get<double>();
       else if (k == "seed") o.seed = v.get<std::uint64_t>();
       else if (k == "variant") o.variant = parse_variant(v.get<std::string>());
@@ -109,6 +110,7 @@ inline Options options_from_json(const nlohmann::json& j, const std::string& whe
       else if (k == "return_best_seen") o.return_best_seen = v.get<bool>();
       else if (k == "resume_from") o.resume_from = v.get<std::string>();
       else throw format_error("unknown option field", where + ": " + k);
+      // clang-format on
     } catch (const nlohmann::json::exception& e) {
       throw format_error(std::string("wrong type: ") + e.what(), where + ": " + k);
     }
@@ -175,19 +177,18 @@ inline nlohmann::json checkpoint_json(const HeadLayout& layout, const Options& o
                     {"mask", detail::mask_bits(r.mask)},
                     {"score", r.score},
                     {"seconds", r.seconds}});
-  return nlohmann::json{
-      {"magic", "bosch.checkpoint"},
-      {"format", 1},
-      {"bosch_version", version_string},
-      {"layout",
-       {{"num_layers", layout.num_layers},
-        {"num_query_heads", layout.num_query_heads},
-        {"num_kv_heads", layout.num_kv_heads}}},
-      {"seed", options.seed},
-      {"options", options_to_json(options)},
-      {"complete", complete},
-      {"evaluations", std::move(recs)},
-      {"log_checksum", detail::hex64(detail::log_checksum(log))}};
+  return nlohmann::json{{"magic", "bosch.checkpoint"},
+                        {"format", 1},
+                        {"bosch_version", version_string},
+                        {"layout",
+                         {{"num_layers", layout.num_layers},
+                          {"num_query_heads", layout.num_query_heads},
+                          {"num_kv_heads", layout.num_kv_heads}}},
+                        {"seed", options.seed},
+                        {"options", options_to_json(options)},
+                        {"complete", complete},
+                        {"evaluations", std::move(recs)},
+                        {"log_checksum", detail::hex64(detail::log_checksum(log))}};
 }
 
 /// Writes a checkpoint atomically. Throws bosch::file_error on failure.
@@ -241,7 +242,8 @@ inline CheckpointData read_checkpoint(const std::filesystem::path& path) {
       const std::string at = where + ": evaluations[" + std::to_string(i) + "]";
       EvaluationRecord e;
       e.index = r.at("index").get<std::size_t>();
-      if (e.index != i) throw format_error("index " + std::to_string(e.index) + " out of order", at);
+      if (e.index != i)
+        throw format_error("index " + std::to_string(e.index) + " out of order", at);
       e.stage = parse_stage(r.at("stage").get<std::string>());
       const std::string bits = r.at("mask").get<std::string>();
       if (bits.size() != d.layout.size())
@@ -285,14 +287,15 @@ inline void check_resumable(const CheckpointData& d, const HeadLayout& layout, c
     throw invalid_argument("checkpoint seed " + std::to_string(d.seed) +
                                " does not match Options::seed " + std::to_string(o.seed),
                            where);
-  const auto a = detail::resume_relevant(d.options), b = detail::resume_relevant(options_to_json(o));
+  const auto a = detail::resume_relevant(d.options),
+             b = detail::resume_relevant(options_to_json(o));
   if (a != b) {
     std::string diff;
     for (auto it = b.begin(); it != b.end(); ++it) {
       if (!a.contains(it.key()) || a.at(it.key()) != it.value())
         diff += (diff.empty() ? "" : ", ") + it.key() + " (checkpoint " +
-                (a.contains(it.key()) ? a.at(it.key()).dump() : std::string("absent")) +
-                ", now " + it.value().dump() + ")";
+                (a.contains(it.key()) ? a.at(it.key()).dump() : std::string("absent")) + ", now " +
+                it.value().dump() + ")";
     }
     for (auto it = a.begin(); it != a.end(); ++it)
       if (!b.contains(it.key())) diff += (diff.empty() ? "" : ", ") + it.key() + " (unknown)";

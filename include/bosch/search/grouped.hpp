@@ -30,11 +30,13 @@ namespace bosch::search {
 /// max(1, max_vars / Hkv) layers.
 inline std::vector<std::vector<int>> bucket_chunks(const std::vector<int>& bucket, int num_kv_heads,
                                                    int max_vars) {
-  const std::size_t per = static_cast<std::size_t>(std::max(1, max_vars / std::max(1, num_kv_heads)));
+  const std::size_t per =
+      static_cast<std::size_t>(std::max(1, max_vars / std::max(1, num_kv_heads)));
   std::vector<std::vector<int>> out;
   for (std::size_t i = 0; i < bucket.size(); i += per)
-    out.emplace_back(bucket.begin() + static_cast<std::ptrdiff_t>(i),
-                     bucket.begin() + static_cast<std::ptrdiff_t>(std::min(bucket.size(), i + per)));
+    out.emplace_back(
+        bucket.begin() + static_cast<std::ptrdiff_t>(i),
+        bucket.begin() + static_cast<std::ptrdiff_t>(std::min(bucket.size(), i + per)));
   return out;
 }
 
@@ -85,8 +87,9 @@ bool run_groups(O& obj, const Options& o, HeadMask& incumbent, const HeadMask* r
         p.start = incumbent;
         p.reference = ref;
         p.budget = o.chunk_budget;
-        p.stream = derive_seed(o.seed, {stream_groups, static_cast<std::uint64_t>(round),
-                                        static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(ci)});
+        p.stream =
+            derive_seed(o.seed, {stream_groups, static_cast<std::uint64_t>(round),
+                                 static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(ci)});
         for (int l : chunks[ci]) {
           Group g;
           g.count = counts[static_cast<std::size_t>(l)];

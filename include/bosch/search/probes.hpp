@@ -48,12 +48,12 @@ inline int probe_count(const HeadLayout& layout, double rho) {
 
 /// Stage 1's output.
 struct ProbeResult {
-  std::vector<double> scores;  ///< s_best per layer (NaN when not probed)
-  std::vector<double> drops;   ///< per layer (NaN when not probed)
-  HeadMask cascade;            ///< the incumbent after the probes
+  std::vector<double> scores;                    ///< s_best per layer (NaN when not probed)
+  std::vector<double> drops;                     ///< per layer (NaN when not probed)
+  HeadMask cascade;                              ///< the incumbent after the probes
   std::vector<std::vector<double>> head_values;  ///< [layer][kv] (NaN when unknown)
-  int heads_per_layer = 0;     ///< ceil(rho * Hkv)
-  bool complete = false;       ///< every layer probed
+  int heads_per_layer = 0;                       ///< ceil(rho * Hkv)
+  bool complete = false;                         ///< every layer probed
 };
 
 /// Evaluations Stage 1 plans: L * min(probe_budget, C(Hkv, k)) when
@@ -75,7 +75,8 @@ ProbeResult run_probes(O& obj, const Options& o, double s_full) {
   pr.heads_per_layer = probe_count(lay, o.target_ratio);
   pr.scores.assign(static_cast<std::size_t>(L), nan);
   pr.drops.assign(static_cast<std::size_t>(L), nan);
-  pr.head_values.assign(static_cast<std::size_t>(L), std::vector<double>(static_cast<std::size_t>(H), nan));
+  pr.head_values.assign(static_cast<std::size_t>(L),
+                        std::vector<double>(static_cast<std::size_t>(H), nan));
   pr.cascade = HeadMask(lay);
   double prev = s_full;
   for (int l = L - 1; l >= 0; --l) {
@@ -132,8 +133,9 @@ inline void resize_layer(HeadMask& mask, int layer, int count, const std::vector
     }
   mean = known > 0 ? mean / known : 0.0;
   auto value = [&](int k) {
-    const double v = static_cast<std::size_t>(k) < values.size() ? values[static_cast<std::size_t>(k)]
-                                                                  : std::numeric_limits<double>::quiet_NaN();
+    const double v = static_cast<std::size_t>(k) < values.size()
+                         ? values[static_cast<std::size_t>(k)]
+                         : std::numeric_limits<double>::quiet_NaN();
     return std::isfinite(v) ? v : mean;
   };
   std::vector<int> on, off;
@@ -141,10 +143,12 @@ inline void resize_layer(HeadMask& mask, int layer, int count, const std::vector
   auto by_value = [&](int a, int b) { return value(a) != value(b) ? value(a) > value(b) : a < b; };
   if (static_cast<int>(on.size()) > count) {
     std::stable_sort(on.begin(), on.end(), by_value);
-    for (std::size_t i = static_cast<std::size_t>(count); i < on.size(); ++i) mask.set(layer, on[i], false);
+    for (std::size_t i = static_cast<std::size_t>(count); i < on.size(); ++i)
+      mask.set(layer, on[i], false);
   } else if (static_cast<int>(on.size()) < count) {
     std::stable_sort(off.begin(), off.end(), by_value);
-    for (std::size_t i = 0; i < static_cast<std::size_t>(count) - on.size(); ++i) mask.set(layer, off[i], true);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(count) - on.size(); ++i)
+      mask.set(layer, off[i], true);
   }
 }
 

@@ -42,7 +42,8 @@ inline std::vector<int> count_levels(const HeadLayout& layout, double rho, const
   const int h = layout.num_kv_heads;
   std::vector<int> levels;
   if (!o.ratio_levels.empty()) {
-    for (double r : o.ratio_levels) levels.push_back(std::clamp(static_cast<int>(std::ceil(r * h - 1e-9)), 0, h));
+    for (double r : o.ratio_levels)
+      levels.push_back(std::clamp(static_cast<int>(std::ceil(r * h - 1e-9)), 0, h));
   } else {
     const double center = rho * h;
     for (int c = 0; c <= h; ++c)
@@ -66,8 +67,10 @@ inline std::vector<double> layer_weights(std::span<const double> drops) {
       any = true;
     }
   for (std::size_t i = 0; i < drops.size(); ++i) {
-    if (!std::isfinite(drops[i])) w[i] = 1.0;
-    else w[i] = hi > lo ? (std::max(drops[i], 0.0) - lo) / (hi - lo) : 0.0;
+    if (!std::isfinite(drops[i]))
+      w[i] = 1.0;
+    else
+      w[i] = hi > lo ? (std::max(drops[i], 0.0) - lo) / (hi - lo) : 0.0;
   }
   return w;
 }
@@ -84,9 +87,9 @@ inline std::vector<int> easiest_first(std::span<const double> weights) {
 
 /// Stage 2's output.
 struct RatioPlan {
-  std::vector<int> counts;    ///< SWA heads per layer; sums to the target count
+  std::vector<int> counts;      ///< SWA heads per layer; sums to the target count
   std::vector<double> weights;  ///< per layer, in [0, 1]
-  std::vector<int> levels;    ///< the allowed counts used
+  std::vector<int> levels;      ///< the allowed counts used
 };
 
 /// Assigns per-layer counts (see the file comment). Throws
@@ -114,7 +117,9 @@ inline RatioPlan assign_ratios(const HeadLayout& layout, std::span<const double>
   auto nearest = [&](double x) {
     int best = 0;
     for (int i = 1; i < nlev; ++i)
-      if (std::abs(lv[static_cast<std::size_t>(i)] - x) < std::abs(lv[static_cast<std::size_t>(best)] - x)) best = i;
+      if (std::abs(lv[static_cast<std::size_t>(i)] - x) <
+          std::abs(lv[static_cast<std::size_t>(best)] - x))
+        best = i;
     return best;
   };
   switch (o.ratio_init) {
@@ -131,16 +136,18 @@ inline RatioPlan assign_ratios(const HeadLayout& layout, std::span<const double>
       for (int l = 0; l < L; ++l) {
         const double d = drops[static_cast<std::size_t>(l)];
         double rel = 0.0;  // +1 = free layer, -1 = twice the mean drop or more
-        if (!std::isfinite(d)) rel = -1.0;
-        else if (mean > 0.0) rel = std::clamp(1.0 - std::max(d, 0.0) / mean, -1.0, 1.0);
+        if (!std::isfinite(d))
+          rel = -1.0;
+        else if (mean > 0.0)
+          rel = std::clamp(1.0 - std::max(d, 0.0) / mean, -1.0, 1.0);
         idx[static_cast<std::size_t>(l)] = nearest(center + o.level_spread * rel);
       }
       break;
     }
     case RatioInit::linear:
       for (int l = 0; l < L; ++l)
-        idx[static_cast<std::size_t>(l)] =
-            nearest(lv.back() - plan.weights[static_cast<std::size_t>(l)] * (lv.back() - lv.front()));
+        idx[static_cast<std::size_t>(l)] = nearest(
+            lv.back() - plan.weights[static_cast<std::size_t>(l)] * (lv.back() - lv.front()));
       break;
     case RatioInit::quantile:
       for (int r = 0; r < L; ++r) {
@@ -156,7 +163,8 @@ inline RatioPlan assign_ratios(const HeadLayout& layout, std::span<const double>
   plan.counts.resize(static_cast<std::size_t>(L));
   long sum = 0;
   for (int l = 0; l < L; ++l) {
-    plan.counts[static_cast<std::size_t>(l)] = lv[static_cast<std::size_t>(idx[static_cast<std::size_t>(l)])];
+    plan.counts[static_cast<std::size_t>(l)] =
+        lv[static_cast<std::size_t>(idx[static_cast<std::size_t>(l)])];
     sum += plan.counts[static_cast<std::size_t>(l)];
   }
   const long t = static_cast<long>(target);
@@ -214,7 +222,8 @@ inline std::vector<int> uniform_counts(const HeadLayout& layout, std::size_t tar
   std::vector<double> w(weights.begin(), weights.end());
   w.resize(static_cast<std::size_t>(L), 0.0);
   const auto order = easiest_first(w);
-  for (int r = 0; r < extra; ++r) ++counts[static_cast<std::size_t>(order[static_cast<std::size_t>(r)])];
+  for (int r = 0; r < extra; ++r)
+    ++counts[static_cast<std::size_t>(order[static_cast<std::size_t>(r)])];
   return counts;
 }
 

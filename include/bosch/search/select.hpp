@@ -103,8 +103,10 @@ class search_run {
     }
     const bool anchored = std::isfinite(obj_.anchors().full) && std::isfinite(obj_.anchors().swa);
     if (anchored) {
-      if (o.variant == Variant::layer) have_candidate = run_layer_variant(candidate);
-      else have_candidate = run_head_variants(candidate);
+      if (o.variant == Variant::layer)
+        have_candidate = run_layer_variant(candidate);
+      else
+        have_candidate = run_head_variants(candidate);
     }
     if (!have_candidate) candidate = complete_plan();
     return finish(candidate);
@@ -157,12 +159,13 @@ class search_run {
 
   std::size_t layer_budget() const {
     if (options_.layer_budget > 0) return options_.layer_budget;
-    const std::vector<int> counts =
-        search::uniform_counts(layout_, target_, std::vector<double>(static_cast<std::size_t>(layout_.num_layers), 0.0));
+    const std::vector<int> counts = search::uniform_counts(
+        layout_, target_, std::vector<double>(static_cast<std::size_t>(layout_.num_layers), 0.0));
     std::vector<int> all(static_cast<std::size_t>(layout_.num_layers));
     for (int l = 0; l < layout_.num_layers; ++l) all[static_cast<std::size_t>(l)] = l;
-    return std::max<std::size_t>(1, search::planned_probe_evaluations(layout_, options_) +
-                                        search::planned_group_evaluations(layout_, counts, {all}, options_));
+    return std::max<std::size_t>(
+        1, search::planned_probe_evaluations(layout_, options_) +
+               search::planned_group_evaluations(layout_, counts, {all}, options_));
   }
 
   /// The search's estimate of its total evaluations (for progress and ETA).
@@ -176,7 +179,8 @@ class search_run {
       n += search::planned_probe_evaluations(layout_, o);
       if (o.variant != Variant::single) {
         const std::vector<int> counts = search::uniform_counts(
-            layout_, target_, std::vector<double>(static_cast<std::size_t>(layout_.num_layers), 0.0));
+            layout_, target_,
+            std::vector<double>(static_cast<std::size_t>(layout_.num_layers), 0.0));
         std::vector<int> all(static_cast<std::size_t>(layout_.num_layers));
         for (int l = 0; l < layout_.num_layers; ++l) all[static_cast<std::size_t>(l)] = l;
         n += search::planned_group_evaluations(layout_, counts, {all}, o);
@@ -206,7 +210,8 @@ class search_run {
     if (o.variant == Variant::multi) {
       std::vector<int> all;
       for (int l = 0; l < layout_.num_layers; ++l)
-        if (counts_[static_cast<std::size_t>(l)] > 0 && counts_[static_cast<std::size_t>(l)] < layout_.num_kv_heads)
+        if (counts_[static_cast<std::size_t>(l)] > 0 &&
+            counts_[static_cast<std::size_t>(l)] < layout_.num_kv_heads)
           all.push_back(l);
       if (!all.empty()) buckets.push_back(std::move(all));
     } else if (o.variant == Variant::full) {
@@ -214,7 +219,8 @@ class search_run {
     }
     // Re-plan now that the counts are known.
     std::size_t n = obj_.evaluations() + 1;
-    if (o.variant != Variant::single) n += search::planned_group_evaluations(layout_, counts_, buckets, o);
+    if (o.variant != Variant::single)
+      n += search::planned_group_evaluations(layout_, counts_, buckets, o);
     planned_ = o.max_evaluations > 0 ? std::min(n, o.max_evaluations) : n;
     end(Stage::ratios);
 
@@ -238,19 +244,20 @@ class search_run {
         for (int i = 0; i < layout_.num_kv_heads; ++i) k[static_cast<std::size_t>(i)] = i;
         search::shuffle(k, g);
         for (int i = 0; i < layout_.num_kv_heads; ++i)
-          incumbent.set(l, k[static_cast<std::size_t>(i)], i < counts_[static_cast<std::size_t>(l)]);
+          incumbent.set(l, k[static_cast<std::size_t>(i)],
+                        i < counts_[static_cast<std::size_t>(l)]);
       }
     } else {  // GroupInit::full: layers stay full until their bucket's turn
       for (int l = 0; l < layout_.num_layers; ++l)
         for (int k = 0; k < layout_.num_kv_heads; ++k) incumbent.set(l, k, false);
       prep = [&, prepare](HeadMask& m, int l) {
-        for (int k = 0; k < layout_.num_kv_heads; ++k)
-          m.set(l, k, probes_->cascade.swa(l, k));
+        for (int k = 0; k < layout_.num_kv_heads; ++k) m.set(l, k, probes_->cascade.swa(l, k));
         prepare(m, l);
       };
     }
     if (!begin(Stage::groups)) return false;
-    const bool done = search::run_groups(obj_, o, incumbent, &probes_->cascade, counts_, buckets, prep);
+    const bool done =
+        search::run_groups(obj_, o, incumbent, &probes_->cascade, counts_, buckets, prep);
     end(Stage::groups);
     if (!done) return false;
     candidate = incumbent;
@@ -311,7 +318,8 @@ class search_run {
       end(Stage::repair);
       if (!r2.evaluated) return false;
       incumbent = r2.best;
-      for (int l = 0; l < L; ++l) counts_[static_cast<std::size_t>(l)] = incumbent.count_in_layer(l);
+      for (int l = 0; l < L; ++l)
+        counts_[static_cast<std::size_t>(l)] = incumbent.count_in_layer(l);
     }
     candidate = incumbent;
     return true;
@@ -331,8 +339,9 @@ class search_run {
       counts = search::uniform_counts(layout_, target_, w);
     }
     for (int l = 0; l < L; ++l)
-      search::resize_layer(m, l, counts[static_cast<std::size_t>(l)],
-                           probes_ ? probes_->head_values[static_cast<std::size_t>(l)] : std::vector<double>{});
+      search::resize_layer(
+          m, l, counts[static_cast<std::size_t>(l)],
+          probes_ ? probes_->head_values[static_cast<std::size_t>(l)] : std::vector<double>{});
     return m;
   }
 
@@ -370,7 +379,8 @@ class search_run {
         static_cast<std::size_t>(std::accumulate(counts_.begin(), counts_.end(), 0)) == target_)
       res.planned_counts = counts_;
     res.layer_counts = layer_counts(chosen);
-    for (int c : res.layer_counts) res.layer_ratios.push_back(static_cast<double>(c) / layout_.num_kv_heads);
+    for (int c : res.layer_counts)
+      res.layer_ratios.push_back(static_cast<double>(c) / layout_.num_kv_heads);
     res.log = obj_.log();
     res.variant = o.variant;
     res.seed = o.seed;
@@ -420,7 +430,7 @@ Result select(E& evaluator, const Options& options, Callbacks&&... callbacks) {
   if constexpr (Evaluator<E>) {
     validate(options);
     detail::search_run<E, std::remove_reference_t<Callbacks>...> run(evaluator, options,
-                                                                      callbacks...);
+                                                                     callbacks...);
     return run.run();
   } else {
     return Result{};

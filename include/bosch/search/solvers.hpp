@@ -94,8 +94,8 @@ inline SubResult finish(const SubProblem& p, const best_tracker& b, std::size_t 
 /// Apply one random count-preserving swap in a swappable group.
 inline void random_swap(const SubProblem& p, const std::vector<int>& swappable,
                         std::vector<std::uint8_t>& s, engine& g) {
-  const auto& grp = p.groups[static_cast<std::size_t>(
-      swappable[static_cast<std::size_t>(uniform_int(g, 0, static_cast<int>(swappable.size()) - 1))])];
+  const auto& grp = p.groups[static_cast<std::size_t>(swappable[static_cast<std::size_t>(
+      uniform_int(g, 0, static_cast<int>(swappable.size()) - 1))])];
   std::vector<int> on, off;
   for (int u : grp.units) (s[static_cast<std::size_t>(u)] ? on : off).push_back(u);
   const int a = on[static_cast<std::size_t>(uniform_int(g, 0, static_cast<int>(on.size()) - 1))];
@@ -126,7 +126,8 @@ SubResult solve_exhaustive(O& obj, const SubProblem& p) {
       while (i >= 0 && idx[static_cast<std::size_t>(i)] == n - k + i) --i;
       if (i < 0) break;
       ++idx[static_cast<std::size_t>(i)];
-      for (int j = i + 1; j < k; ++j) idx[static_cast<std::size_t>(j)] = idx[static_cast<std::size_t>(j - 1)] + 1;
+      for (int j = i + 1; j < k; ++j)
+        idx[static_cast<std::size_t>(j)] = idx[static_cast<std::size_t>(j - 1)] + 1;
     }
   }
   std::vector<std::vector<std::uint8_t>> states;
@@ -172,7 +173,8 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
   std::vector<std::uint8_t> parent = unit_state(p, p.start);
   HeadMask parent_mask = p.start;
   std::optional<double> ps;
-  if (obj.known(p.start) || detail::allowance(obj, p, e0, 1) > 0) ps = obj.evaluate(p.start, p.reference);
+  if (obj.known(p.start) || detail::allowance(obj, p, e0, 1) > 0)
+    ps = obj.evaluate(p.start, p.reference);
   if (!ps) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
   double parent_score = *ps;
   best.offer(parent, parent_score);
@@ -340,7 +342,8 @@ SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
   std::vector<std::uint8_t> parent = start;
   HeadMask parent_mask = p.start;
   std::optional<double> ps;
-  if (obj.known(p.start) || detail::allowance(obj, p, e0, 1) > 0) ps = obj.evaluate(p.start, p.reference);
+  if (obj.known(p.start) || detail::allowance(obj, p, e0, 1) > 0)
+    ps = obj.evaluate(p.start, p.reference);
   if (!ps) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
   note(parent, *ps);
   double parent_loss = loss(parent, *ps);
@@ -361,8 +364,7 @@ SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
   int stagnation = 0, idle = 0;
   while (!obj.stopped()) {
     // Hold one evaluation back for the repair.
-    const std::size_t nprop =
-        detail::allowance(obj, p, e0, static_cast<std::size_t>(o.lambda), 1);
+    const std::size_t nprop = detail::allowance(obj, p, e0, static_cast<std::size_t>(o.lambda), 1);
     if (nprop == 0) break;
     std::vector<std::vector<std::uint8_t>> props;
     std::vector<HeadMask> masks;

@@ -146,7 +146,8 @@ inline std::vector<std::uint8_t> random_state(const SubProblem& p, engine& g) {
   for (const auto& grp : p.groups) {
     std::vector<int> u = grp.units;
     shuffle(u, g);
-    for (int i = 0; i < grp.count; ++i) s[static_cast<std::size_t>(u[static_cast<std::size_t>(i)])] = 1;
+    for (int i = 0; i < grp.count; ++i)
+      s[static_cast<std::size_t>(u[static_cast<std::size_t>(i)])] = 1;
   }
   return s;
 }
