@@ -193,9 +193,10 @@ struct Options {
   std::uint64_t seed = 0;
   /// Which pipeline to run (see Variant).
   Variant variant = Variant::full;
-  /// Total evaluation budget, anchors included; 0 = unlimited (each stage then
-  /// uses its own budget). When set (>= 3), one evaluation is reserved for
-  /// the final mask, and the search stops early when the rest is spent.
+  /// Total evaluation budget, anchors (and, on resume, replayed evaluations)
+  /// included; 0 = unlimited (each stage then uses its own budget). When set
+  /// (>= 3), one evaluation is reserved for the final mask, and the search
+  /// stops early when the rest is spent (Result::budget_exhausted).
   std::size_t max_evaluations = 0;
 
   // --- Stage 1: layer probes (paper 7 item 1) -------------------------------------

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <unordered_set>
 
 using bosch::HeadLayout;
 using bosch::Options;
@@ -213,5 +214,38 @@ TEST_CASE("torn, corrupt or foreign checkpoints are detected") {
   CHECK_THROWS_AS(bosch::select(e, ro), bosch::format_error);
   ro.resume_from = (dir / "missing.json").string();
   CHECK_THROWS_AS(bosch::select(e, ro), bosch::file_error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("after a resume, hints only name masks this evaluator instance has scored") {
+  struct Hinted {
+    bosch::test::SeparableEvaluator inner{{6, 8, 8}, 4};
+    std::unordered_set<bosch::HeadMask> scored;
+    std::size_t bad = 0, hinted = 0;
+    HeadLayout layout() const { return inner.layout(); }
+    double evaluate(const bosch::HeadMask& m) {
+      scored.insert(m);
+      return inner.evaluate(m);
+    }
+    double evaluate(const bosch::HeadMask& m, const bosch::EvaluationHint& h) {
+      ++hinted;
+      if (!h.reference || !scored.count(*h.reference) ||
+          h.first_changed_layer != bosch::first_changed_layer(m, *h.reference))
+        ++bad;
+      return evaluate(m);
+    }
+  };
+  const fs::path dir = temp_dir("hints");
+  Options o;
+  o.target_ratio = 0.5;
+  Hinted a;
+  (void)bosch::select(a, o, bosch::Checkpoint(dir / "c.json", 0), StopAfter{40});
+  Options ro = o;
+  ro.resume_from = (dir / "c.json").string();
+  Hinted b;
+  const auto r = bosch::select(b, ro);
+  CHECK(r.replayed == 40);
+  CHECK(b.hinted > 0);
+  CHECK(b.bad == 0);
   fs::remove_all(dir);
 }

@@ -357,3 +357,34 @@ TEST_CASE("bad input raises bosch::error with a clear message") {
   CHECK_THROWS_WITH_AS(bosch::select(nan_eval, Options{}), doctest::Contains("non-finite"),
                        bosch::error);
 }
+
+TEST_CASE("every policy option runs and keeps the exact count") {
+  const HeadLayout lay{9, 12, 4};
+  for (auto init : {bosch::RatioInit::relative, bosch::RatioInit::linear,
+                    bosch::RatioInit::quantile, bosch::RatioInit::uniform})
+    for (auto gi : {bosch::GroupInit::stage1, bosch::GroupInit::random, bosch::GroupInit::full})
+      for (auto dm : {bosch::DropMode::marginal, bosch::DropMode::cumulative})
+        for (Variant v : {Variant::full, Variant::multi}) {
+          bosch::test::RedundantEvaluator e(lay, 1, 8);
+          Options o;
+          o.target_ratio = 0.75;
+          o.ratio_init = init;
+          o.group_init = gi;
+          o.drop_mode = dm;
+          o.variant = v;
+          o.group_rounds = 2;
+          o.max_vars = 8;
+          const auto r = bosch::select(e, o);
+          REQUIRE(r.mask.count() == 27);
+          CHECK(r.score == e.evaluate(r.mask));
+          CHECK(r.stage_evaluations[static_cast<std::size_t>(bosch::Stage::groups)] > 0);
+        }
+  // Cumulative drops grow down the cascade; marginal ones do not.
+  bosch::test::SeparableEvaluator e({6, 4, 4}, 3);
+  Options o;
+  o.drop_mode = bosch::DropMode::cumulative;
+  const auto r = bosch::select(e, o);
+  for (int l = 0; l + 1 < 6; ++l)
+    CHECK(r.layer_drops[static_cast<std::size_t>(l)] >=
+          r.layer_drops[static_cast<std::size_t>(l + 1)]);
+}

@@ -235,7 +235,7 @@ class search_run {
       return true;
     }
     std::function<void(HeadMask&, int)> prep;
-    if (o.group_init == GroupInit::stage1 || o.variant == Variant::multi) {
+    if (o.group_init == GroupInit::stage1) {
       for (int l = 0; l < layout_.num_layers; ++l) prepare(incumbent, l);
     } else if (o.group_init == GroupInit::random) {
       search::engine g = search::make_engine(o.seed, {search::stream_group_init});
