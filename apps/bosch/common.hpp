@@ -35,6 +35,7 @@
 
 #include <bosch/bosch.hpp>
 #include <bosch/cpu/backend.hpp>
+#include <bosch/eval/report.hpp>
 #include <bosch/eval/suite.hpp>
 #include <bosch/eval/transformer_evaluator.hpp>
 #include <bosch/model/model.hpp>
@@ -235,11 +236,14 @@ class SignalGuard {
 };
 
 /// A select() callback that asks the search to stop once a signal arrived.
-/// With `raise_after` > 0 it raises `raise_signal` itself after that many
-/// evaluations (test hook for an interruption at a known point).
+/// Test hooks for an interruption at a known point: with `raise_after` > 0,
+/// once that many evaluations are logged it raises `raise_signal` itself or,
+/// with `wait_for_signal`, blocks (up to 120 s) until a signal arrives from
+/// outside.
 struct StopOnSignal {
   std::size_t raise_after = 0;
   int raise_signal = 0;
+  bool wait_for_signal = false;
   bool on_evaluation(const SearchView& v, const EvaluationRecord& r);
 };
 
@@ -305,7 +309,8 @@ MaskFormat mask_format(const std::filesystem::path& path, const std::string& exp
 /// heads as KV heads. "-" reads stdin. Errors: bosch::file_error,
 /// bosch::format_error (exit 1).
 io::MaskFile read_mask_file(const std::filesystem::path& path, MaskFormat format,
-                            const std::optional<HeadLayout>& layout = std::nullopt);
+                            const std::optional<HeadLayout>& layout = std::nullopt,
+                            double tsv_threshold = 0.5);
 
 /// Writes a mask file atomically ("-" writes to stdout); metadata only in JSON.
 void write_mask_file(const std::filesystem::path& path, MaskFormat format, const HeadMask& mask,
@@ -315,6 +320,24 @@ void write_mask_file(const std::filesystem::path& path, MaskFormat format, const
 /// model's ...", exit 1) unless `mask` has layout `model_layout`.
 void require_model_layout(const HeadMask& mask, const HeadLayout& model_layout,
                           const std::string& file);
+
+// ---- held-out reports ------------------------------------------------------------------------
+
+/// One named row of a held-out comparison (e.g. "all-full", "BOSCH").
+struct ReportRow {
+  std::string name;
+  std::size_t swa_heads = 0;
+  HeldOutReport report;
+};
+
+/// {"task", "samples", "mean_logprob", "probability", "accuracy", "exact"} (NaN -> null).
+nlohmann::json to_json(const TaskScore& t);
+/// {"all": to_json(all), "per_task": [...]}.
+nlohmann::json to_json(const HeldOutReport& r);
+
+/// A fixed-width table: one line per row (overall scores), then, with
+/// `per_task`, one block per task.
+void print_report(std::ostream& out, const std::vector<ReportRow>& rows, bool per_task);
 
 /// A command line as a shell would read it back (single-quoting where needed).
 std::string shell_join(const std::vector<std::string>& args);

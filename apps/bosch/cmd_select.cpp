@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: Apache-2.0
+// bosch select: run BOSCH on a model and write the chosen mask.
+
+#include "commands.hpp"
+#include "common.hpp"
+
+#include <bosch/io/svg.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+namespace bosch::cli {
+
+namespace {
+
+/// "--probe-budget" for Options::probe_budget, "--ratio" for target_ratio.
+std::string option_of_field(const std::string& field) {
+  if (field == "target_ratio") return "--ratio";
+  std::string s = "--" + field;
+  for (char& c : s)
+    if (c == '_') c = '-';
+  return s;
+}
+
+/// The evaluation log callback when --log is given.
+struct MaybeLog {
+  std::optional<EvaluationLogWriter> writer;
+  void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
+    if (writer) writer->on_evaluation(v, r);
+  }
+  void end_search(const SearchView& v, const Result& r) {
+    if (writer) writer->end_search(v, r);
+  }
+};
+
+/// What must be equal for a checkpoint to be resumed: everything the
+/// evaluator's scores depend on (the checkpoint itself checks the search options).
+nlohmann::json run_identity(const model::Model& m, const TransformerEvaluatorOptions& e,
+                            const TaskSuiteOptions& s) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : s.text_files) files.push_back(f.filename().string());
+  nlohmann::json j{{"format", "bosch.select_run"},
+                   {"model_fingerprint", m.fingerprint},
+                   {"window", e.window},
+                   {"sinks", e.sinks},
+                   {"text_files", files}};
+  j.update(to_json(s));
+  j.erase("held_out_samples");  // not used by the search
+  return j;
+}
+
+}  // namespace
+
+int run_select(int argc, char** argv) {
+  return run_command("select", [&]() -> int {
+    ModelOptions mo;
+    TaskOptions to;
+    OutputOptions oo;
+    Options options;
+    std::string variant = "full", inner = "swap", out = "mask.json", format, checkpoint, log, svg;
+    bool resume = false, report = false;
+    std::size_t checkpoint_every = 10, progress_every = 1, stop_after = 0;
+    std::string stop_signal = "int";
+
+    CommandLine cl("select", "bosch select [options] --model MODEL [--ratio R] [-o OUT]",
+                   "Choose which KV heads of MODEL become sliding-window (SWA) heads with BOSCH\n"
+                   "(layer probes, adaptive per-layer ratios, grouped head selection), scoring\n"
+                   "each candidate mask on long-context calibration tasks, and write the mask.\n"
+                   "Progress goes to stderr. Ctrl-C (or SIGTERM) stops after the current\n"
+                   "evaluation, writes the checkpoint and exits 130 (143); run the same command\n"
+                   "with --resume to continue to the same mask as an uninterrupted run.");
+    po::options_description search("Search");
+    search.add_options()("ratio,r", po::value(&options.target_ratio)->default_value(0.5)->value_name("R"),
+                         "fraction of KV heads made SWA, in (0, 1)")(
+        "seed", po::value(&options.seed)->default_value(0)->value_name("N"), "search seed")(
+        "variant", po::value(&variant)->default_value(variant)->value_name("NAME"),
+        "full | single | multi | layer (the paper's ablations)")(
+        "probe-budget", po::value(&options.probe_budget)->default_value(options.probe_budget)->value_name("N"),
+        "Stage 1 evaluations per layer probe")(
+        "chunk-budget", po::value(&options.chunk_budget)->default_value(options.chunk_budget)->value_name("N"),
+        "Stage 3 evaluations per chunk")(
+        "max-evaluations", po::value(&options.max_evaluations)->default_value(0)->value_name("N"),
+        "total evaluation budget (0 = none; else >= 3)")(
+        "max-vars", po::value(&options.max_vars)->default_value(options.max_vars)->value_name("N"),
+        "most KV heads per Stage 3 chunk")(
+        "group-rounds", po::value(&options.group_rounds)->default_value(options.group_rounds)->value_name("N"),
+        "passes of Stage 3 over all buckets")(
+        "inner-solver", po::value(&inner)->default_value(inner)->value_name("NAME"),
+        "swap | penalized");
+    po::options_description files("Files");
+    files.add_options()("out,o", po::value(&out)->default_value(out)->value_name("FILE"),
+                        "mask file to write ('-' = stdout)")(
+        "format", po::value(&format)->value_name("json|tsv|grid"),
+        "mask format (default: by the extension of --out; json otherwise for '-')")(
+        "checkpoint", po::value(&checkpoint)->value_name("FILE"),
+        "checkpoint file (default OUT.checkpoint, removed after a successful run)")(
+        "checkpoint-every", po::value(&checkpoint_every)->default_value(checkpoint_every)->value_name("N"),
+        "write the checkpoint every N evaluations (and always when stopping)")(
+        "resume", po::bool_switch(&resume), "continue from the checkpoint of an interrupted run")(
+        "log", po::value(&log)->value_name("FILE"),
+        "JSON-lines log, one record per evaluation (index, stage, score, swa, seconds, mask)")(
+        "svg", po::value(&svg)->value_name("FILE"), "SVG head map of the chosen mask (layers x KV heads)")(
+        "report", po::bool_switch(&report),
+        "afterwards, print held-out scores of all-full, all-SWA and the chosen mask on stdout");
+    po::options_description progress("Progress");
+    progress.add_options()("progress-every",
+                           po::value(&progress_every)->default_value(progress_every)->value_name("N"),
+                           "a progress line every N evaluations");
+    cl.options.add(mo.describe()).add(to.describe()).add(search).add(files).add(oo.describe()).add(progress);
+    cl.hidden.add_options()("stop-after", po::value(&stop_after), "test hook: raise a signal after N evaluations")(
+        "stop-signal", po::value(&stop_signal), "test hook: int | term | wait (for an outside signal)");
+    cl.positional.add("model", 1);
+    cl.epilog =
+        "Example:\n"
+        "  bosch select -m SmolLM2-135M-Instruct.Q4_1.gguf --ratio 0.5 --window 128 \\\n"
+        "      --context 1024 -o mask.json --svg mask.svg --log evals.jsonl\n";
+    po::variables_map vm;
+    if (!cl.parse(argc, argv, vm)) return exit_success;
+
+    // ---- check everything before loading the model ------------------------------
+    mo.validate();
+    try {
+      options.variant = parse_variant(variant);
+    } catch (const bosch::invalid_argument& e) {
+      throw bosch::invalid_argument(e.message(), "--variant");
+    }
+    try {
+      options.inner_solver = parse_inner_solver(inner);
+    } catch (const bosch::invalid_argument& e) {
+      throw bosch::invalid_argument(e.message(), "--inner-solver");
+    }
+    try {
+      validate(options);
+    } catch (const bosch::invalid_argument& e) {
+      throw bosch::invalid_argument(e.message(), option_of_field(e.where()));
+    }
+    TaskSuiteOptions suite;
+    try {
+      suite = to.suite();
+    } catch (const bosch::invalid_argument& e) {
+      throw bosch::invalid_argument(e.message(), "--" + e.where());
+    }
+    const TransformerEvaluatorOptions eval_options = to.evaluator();
+    const MaskFormat out_format =
+        out == "-" && format.empty() ? MaskFormat::json : mask_format(out, format, "--format");
+    if (stop_signal != "int" && stop_signal != "term" && stop_signal != "wait")
+      throw usage_error("--stop-signal: expected int, term or wait");
+    const bool default_checkpoint = checkpoint.empty();
+    if (default_checkpoint) checkpoint = (out == "-" ? std::string("bosch-select") : out) + ".checkpoint";
+    const std::string identity_path = checkpoint + ".run.json";
+    if (resume && !std::filesystem::exists(checkpoint))
+      throw runtime_failure("--resume: no checkpoint at '" + checkpoint +
+                            "' (give the --checkpoint or --out of the interrupted run)");
+    if (resume) options.resume_from = checkpoint;
+
+    // ---- model and tasks ------------------------------------------------------------
+    const model::Model model = load_model(mo, oo);
+    if (suite.context_length > model.config.max_position && model.config.max_position > 0)
+      oo.info() << "bosch select: warning: --context " << suite.context_length
+                << " exceeds the model's trained context of " << model.config.max_position
+                << " tokens\n";
+    const TaskSuite tasks = make_task_suite(suite, model.tokenizer, report);
+    oo.info() << "tasks: " << tasks.calibration.samples.size() << " calibration samples ("
+              << task_list_string(suite.kinds) << ") of <= " << suite.context_length << " tokens\n";
+    oo.detail() << tasks.calibration.description << (tasks.calibration.description.empty() ||
+                                                             tasks.calibration.description.back() == '\n'
+                                                         ? ""
+                                                         : "\n");
+
+    // The run's identity beside the checkpoint: a resumed run must score masks
+    // the same way (same model, windows and tasks), which the checkpoint alone
+    // (search options only) cannot tell.
+    const nlohmann::json identity = run_identity(model, eval_options, suite);
+    if (resume) {
+      if (std::filesystem::exists(identity_path)) {
+        nlohmann::json saved;
+        try {
+          saved = nlohmann::json::parse(io::read_file(identity_path));
+        } catch (const nlohmann::json::parse_error& e) {
+          throw format_error(std::string("not valid JSON: ") + e.what(), identity_path);
+        }
+        if (saved != identity) {
+          std::string diff;
+          for (auto it = identity.begin(); it != identity.end(); ++it)
+            if (!saved.contains(it.key()) || saved[it.key()] != it.value())
+              diff += (diff.empty() ? "" : ", ") + it.key() + " " +
+                      (saved.contains(it.key()) ? saved[it.key()].dump() : "-") + " -> " + it.value().dump();
+          throw usage_error("--resume: the checkpoint belongs to a run with other settings (" + diff + ")");
+        }
+      } else {
+        oo.info() << "bosch select: warning: " << identity_path
+                  << " is missing; cannot check that the model and tasks match the checkpoint\n";
+      }
+    } else {
+      io::write_file_atomic(identity_path, identity.dump(2) + "\n");
+    }
+
+    // ---- the search --------------------------------------------------------------------------
+    return with_backend(model, mo, [&](const auto& backend) -> int {
+      TransformerEvaluator evaluator(backend, tasks.calibration, eval_options);
+      const HeadLayout layout = evaluator.layout();
+      oo.info() << "search: " << to_string(options.variant) << " variant, ratio " << options.target_ratio
+                << " -> " << target_count(layout, options.target_ratio) << " of " << layout.size()
+                << " KV heads, window " << eval_options.window << ", sinks " << eval_options.sinks
+                << (resume ? ", resuming from " + checkpoint : std::string()) << "\n";
+
+      SignalGuard guard;
+      CliProgress progress_cb(oo.verbosity(), progress_every);
+      Checkpoint checkpoint_cb(checkpoint, checkpoint_every);
+      StopOnSignal stop{stop_after, stop_signal == "term" ? SIGTERM : SIGINT, stop_signal == "wait"};
+      MaybeLog log_cb;
+      if (!log.empty()) log_cb.writer.emplace(log, checkpoint_every);
+      const Result result = select(evaluator, options, progress_cb, checkpoint_cb, log_cb, stop);
+
+      if (SignalGuard::received() != 0) {
+        std::vector<std::string> args{"bosch"};
+        for (int i = 0; i < argc; ++i) {
+          const std::string a = argv[i];
+          if (a == "--stop-after" || a == "--stop-signal") {
+            ++i;  // test hooks are not repeated in the resume command
+            continue;
+          }
+          if (a.rfind("--stop-after=", 0) == 0 || a.rfind("--stop-signal=", 0) == 0) continue;
+          args.push_back(a);
+        }
+        bool has_resume = false;
+        for (const auto& a : args) has_resume |= a == "--resume";
+        if (!has_resume) args.emplace_back("--resume");
+        std::cerr << "bosch select: interrupted by "
+                  << (SignalGuard::received() == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
+                  << result.evaluations << " evaluations; checkpoint written to " << checkpoint
+                  << "\nbosch select: resume with: " << shell_join(args) << "\n";
+        return SignalGuard::exit_code();
+      }
+
+      // ---- outputs --------------------------------------------------------------------
+      nlohmann::json meta = mask_metadata(model, options, result, eval_options, suite);
+      std::vector<ReportRow> rows;
+      if (report && !tasks.held_out.samples.empty()) {
+        ReportOptions ro;
+        ro.extra_new_tokens = 4;
+        const HeadMask full(layout), swa = HeadMask::filled(layout, true);
+        for (const auto& [name, mask] :
+             {std::pair<const char*, const HeadMask*>{"all-full", &full}, {"all-SWA", &swa},
+              {"BOSCH", &result.mask}}) {
+          oo.info() << "held-out: scoring " << name << "\n";
+          rows.push_back({name, mask->count(),
+                          evaluate_held_out(backend, model.tokenizer, tasks.held_out,
+                                            evaluator.windows(*mask), ro)});
+        }
+        meta["held_out"] = to_json(rows.back().report);
+      }
+      write_mask_file(out, out_format, result.mask, meta);
+      if (!svg.empty()) {
+        std::ostringstream title;
+        title << (model.config.name.empty() ? model.source.filename().string() : model.config.name)
+              << ": " << result.mask.count() << " of " << result.mask.size() << " KV heads SWA (w "
+              << eval_options.window << ")";
+        io::write_svg(svg, io::head_map_svg(result.mask, title.str()));
+      }
+      if (!log.empty()) log_cb.writer->write(result.log);
+      if (default_checkpoint) {
+        std::error_code ec;
+        std::filesystem::remove(checkpoint, ec);
+        std::filesystem::remove(identity_path, ec);
+      }
+
+      oo.info() << "SWA heads (S) per layer, layer 0 first:\n" << to_grid(result.mask);
+      oo.info() << "wrote " << (out == "-" ? std::string("the mask to stdout") : out) << " ("
+                << to_string(out_format) << "): " << result.mask.count() << " of "
+                << result.mask.size() << " KV heads SWA, score " << result.score << " (normalized "
+                << result.normalized_score << "), " << result.evaluations << " evaluations"
+                << (result.replayed ? " (" + std::to_string(result.replayed) + " replayed)" : std::string())
+                << "\n";
+      if (!rows.empty()) {
+        std::ostream& rep = out == "-" ? std::cerr : std::cout;  // stdout may hold the mask
+        rep << "held-out (" << tasks.held_out.samples.size()
+                  << " samples): mean answer log-prob, its exponent, greedy accuracy, exact match\n";
+        print_report(rep, rows, oo.verbosity() == Verbosity::verbose);
+      }
+      return exit_success;
+    });
+  });
+}
+
+}  // namespace bosch::cli

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+// bosch: the command-line program. `bosch <command> [options]`; each command
+// has --help. See README.md ("Command-line tool").
+
+#include "commands.hpp"
+#include "common.hpp"
+
+#include <bosch/version.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string_view>
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);
+};
+
+// The dispatch table, in the order `bosch --help` lists the commands.
+constexpr Command commands[] = {
+    {"inspect", "show a model's architecture, head layout, size and tokenizer", bosch::cli::run_inspect},
+    {"select", "choose sliding-window heads with BOSCH and write the mask", bosch::cli::run_select},
+    {"evaluate", "held-out scores of a mask on a model", bosch::cli::run_evaluate},
+    {"convert", "convert a mask between JSON, TSV and the text grid", bosch::cli::run_convert},
+};
+
+void usage(std::ostream& out) {
+  out << "Usage: bosch <command> [options]\n\n"
+         "Training-free selection of sliding-window attention heads (BOSCH).\n\nCommands:\n";
+  for (const auto& c : commands) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-10s %s\n", c.name, c.summary);
+    out << line;
+  }
+  out << "\nRun 'bosch <command> --help' for a command's options.\n"
+         "Other options: --help, --version.\n"
+         "Exit status: 0 success, 1 runtime error, 2 usage error, 130/143 interrupted.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(std::cerr);
+    return bosch::cli::exit_usage;
+  }
+  const std::string_view cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    if (cmd == "help" && argc > 2) {
+      for (const auto& c : commands)
+        if (std::strcmp(c.name, argv[2]) == 0) {
+          char help[] = "--help";
+          char* args[] = {argv[2], help, nullptr};
+          return c.run(2, args);
+        }
+    }
+    usage(std::cout);
+    return bosch::cli::exit_success;
+  }
+  if (cmd == "--version" || cmd == "-V") {
+    std::cout << "bosch " << bosch::version_string << "\n";
+    return bosch::cli::exit_success;
+  }
+  for (const auto& c : commands)
+    if (cmd == c.name) return c.run(argc - 1, argv + 1);
+  std::cerr << "bosch: unknown command '" << cmd << "' (see 'bosch --help')\n";
+  return bosch::cli::exit_usage;
+}

@@ -1,0 +1,112 @@
+// Bad arguments and bad files: exit code 2 for usage errors, 1 for runtime
+// errors, and one clear line "bosch <cmd>: ..." on stderr.
+#include "cli_support.hpp"
+
+#include <bosch/bosch.hpp>
+
+using namespace bosch::test::cli;
+
+namespace {
+
+void check_error(const Run& r, int status, const std::string& cmd, const std::string& needle) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status == status);
+  CHECK(one_line(r.err));
+  CHECK(r.err.rfind("bosch " + cmd + ": ", 0) == 0);
+  CHECK(r.err.find(needle) != std::string::npos);
+  CHECK(r.out.empty());
+}
+
+}  // namespace
+
+TEST_CASE("select: usage errors exit 2 with one line naming the option") {
+  // These are all rejected before the model is read, so a path that does not
+  // exist shows that no file is touched.
+  TempDir dir;
+  const std::string m = dir / "never-read.gguf";
+  auto sel = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"select", "--model", m, "-o", dir / "mask.json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args, dir);
+  };
+  check_error(sel({"--bogus"}), 2, "select", "unrecognised option '--bogus'");
+  check_error(sel({"--ratio"}), 2, "select", "--ratio");
+  check_error(run({"select", "--ratio", "0.5"}, dir), 2, "select", "no model given");
+  for (const char* ratio : {"0", "1", "1.5", "-0.25"}) {
+    INFO("ratio " << ratio);
+    check_error(sel({"--ratio", ratio}), 2, "select", "--ratio: SWA ratio must lie in (0, 1)");
+  }
+  check_error(sel({"--ratio", "half"}), 2, "select", "ratio");
+  for (const char* window : {"0", "-8"}) {
+    INFO("window " << window);
+    check_error(sel({"--window", window}), 2, "select", "--window: window must be at least 1");
+  }
+  check_error(sel({"--sinks", "-1"}), 2, "select", "--sinks: sinks must be at least 0");
+  check_error(sel({"--tasks", "passkey,nosuchtask"}), 2, "select", "--tasks: unknown");
+  check_error(sel({"--tasks", ","}), 2, "select", "--tasks: no task given");
+  check_error(sel({"--variant", "best"}), 2, "select", "--variant: unknown value 'best'");
+  check_error(sel({"--device", "tpu"}), 2, "select", "--device: unknown device 'tpu'");
+  check_error(sel({"--max-evaluations", "2"}), 2, "select", "--max-evaluations");
+  check_error(sel({"--probe-budget", "0"}), 2, "select", "--probe-budget");
+  check_error(sel({"--samples", "0"}), 2, "select", "--samples");
+  check_error(sel({"--format", "xml"}), 2, "select", "--format: unknown mask format");
+  check_error(sel({"--threads", "-2"}), 2, "select", "--threads");
+  if (!BOSCH_CLI_CUDA) check_error(sel({"--device", "cuda"}), 2, "select", "this build has no CUDA support");
+  CHECK(!fs::exists(dir / "mask.json"));
+}
+
+TEST_CASE("config files: bad values and unknown names are usage errors") {
+  TempDir dir;
+  {
+    std::ofstream(dir / "a.cfg") << "ratio = 1.5\n";
+    std::ofstream(dir / "b.cfg") << "no-such-option = 3\n";
+  }
+  check_error(run({"select", "-m", dir / "x.gguf", "--config", dir / "a.cfg"}, dir), 2, "select",
+              "--ratio: SWA ratio must lie in (0, 1)");
+  check_error(run({"select", "-m", dir / "x.gguf", "--config", dir / "b.cfg"}, dir), 2, "select",
+              "no-such-option");
+  check_error(run({"select", "-m", dir / "x.gguf", "--config", dir / "missing.cfg"}, dir), 2, "select",
+              "--config: cannot read");
+}
+
+TEST_CASE("runtime errors exit 1: unreadable model, corrupt files, mismatched mask") {
+  TempDir dir;
+  check_error(run({"select", "-m", dir / "missing.gguf", "--threads", "1"}, dir), 1, "select",
+              "missing.gguf: no such file or directory");
+  {
+    std::ofstream(dir / "garbage.gguf") << "this is not a GGUF file, just some text long enough to parse";
+  }
+  check_error(run({"select", "-m", dir / "garbage.gguf"}, dir), 1, "select", "garbage.gguf");
+  check_error(run({"inspect", dir / "garbage.gguf"}, dir), 1, "inspect", "garbage.gguf");
+  check_error(run({"inspect", dir / "missing.gguf"}, dir), 1, "inspect", "no such file");
+  check_error(run({"inspect"}, dir), 2, "inspect", "no model given");
+
+  const std::string m = model();
+  if (m.empty()) return;
+  // A mask of another model (6 layers instead of 5).
+  bosch::io::write_mask_json(dir / "other.json", bosch::HeadMask::filled({6, 8, 4}, false));
+  check_error(run({"evaluate", m, "--mask", dir / "other.json"}, dir), 1, "evaluate",
+              "does not match the model's 5x8x4");
+  bosch::io::write_mask_tsv(dir / "other.tsv", bosch::HeadMask::filled({5, 2, 2}, true));
+  check_error(run({"evaluate", m, "--mask", dir / "other.tsv"}, dir), 1, "evaluate", "expected 5 x 4");
+  {
+    std::ofstream(dir / "corrupt.json") << "{\"format\": \"bosch.head_mask\", \"version\": 1, \"layout\": ";
+  }
+  check_error(run({"evaluate", m, "--mask", dir / "corrupt.json"}, dir), 1, "evaluate", "not valid JSON");
+  bosch::io::write_mask_json(dir / "ok.json", bosch::HeadMask::filled({5, 8, 4}, false));
+  check_error(run({"evaluate", m}, dir), 2, "evaluate", "no mask given");
+  check_error(run({"evaluate", m, "--mask", dir / "ok.json", "--window", "0"}, dir), 2, "evaluate", "--window");
+  check_error(run({"evaluate", m, "--mask", dir / "ok.json", "--held-out-samples", "0"}, dir), 2, "evaluate",
+              "--held-out-samples");
+
+  // --resume without a checkpoint, and a corrupt checkpoint.
+  const std::string t = text();
+  if (t.empty()) return;
+  check_error(run(small_select(m, t) + std::vector<std::string>{"-o", dir / "r.json", "--resume"}, dir), 1,
+              "select", "no checkpoint");
+  {
+    std::ofstream(dir / "r.json.checkpoint") << "{\"magic\": \"bosch.checkpoint\", \"format\": 1, \"lay";
+  }
+  check_error(run(small_select(m, t) + std::vector<std::string>{"-q", "-o", dir / "r.json", "--resume"}, dir), 1,
+              "select", "r.json.checkpoint");
+}

@@ -1,0 +1,128 @@
+// Interrupted runs (SIGINT, SIGTERM) write a checkpoint, exit 130/143, and
+// --resume reaches the same mask and evaluation log as an uninterrupted run.
+#include "cli_support.hpp"
+
+#include <bosch/bosch.hpp>
+
+using namespace bosch::test::cli;
+
+namespace {
+
+/// The log without wall times (replayed records keep the interrupted run's
+/// times; fresh ones are measured again).
+std::vector<nlohmann::json> without_seconds(std::vector<nlohmann::json> log) {
+  for (auto& e : log) e.erase("seconds");
+  return log;
+}
+
+/// N of "interrupted by SIG... after N evaluations" (0 when absent).
+std::size_t stopped_after(const std::string& err, const std::string& signal) {
+  const std::string key = "interrupted by " + signal + " after ";
+  const auto p = err.find(key);
+  if (p == std::string::npos) return 0;
+  return std::stoul(err.substr(p + key.size()));
+}
+
+}  // namespace
+
+TEST_CASE("an interrupted select resumes to the same mask and log as an uninterrupted one") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  const auto args = small_select(m, t);
+
+  const Run whole = run(args + std::vector<std::string>{"-q", "-o", dir / "whole.json", "--log", dir / "whole.jsonl"},
+                        dir);
+  REQUIRE(whole.status == 0);
+  const auto whole_mask = bosch::io::read_mask_json(dir / "whole.json");
+  const auto whole_log = read_jsonl(dir / "whole.jsonl");
+  REQUIRE(whole_log.size() > 12);
+
+  // SIGINT after 12 evaluations (raised by the program itself at a known point).
+  const std::vector<std::string> part_args =
+      args + std::vector<std::string>{"-o", dir / "part.json", "--log", dir / "part.jsonl", "--checkpoint-every", "5"};
+  const Run cut = run(part_args + std::vector<std::string>{"--stop-after", "12"}, dir);
+  INFO(cut.err);
+  CHECK(cut.status == 130);
+  // The search stops after the batch under way (lambda = 4 proposals are
+  // scored together), so at 12 or a few more evaluations.
+  const std::size_t n = stopped_after(cut.err, "SIGINT");
+  CHECK(n >= 12);
+  CHECK(n < 12 + 4);
+  CHECK(n < whole_log.size());
+  CHECK(cut.err.find("resume with: ") != std::string::npos);
+  CHECK(cut.err.find("--resume") != std::string::npos);
+  CHECK(cut.err.find("--stop-after") == std::string::npos);  // test hook not repeated
+  CHECK(!fs::exists(dir / "part.json"));                     // no mask from a partial run
+  REQUIRE(fs::exists(dir / "part.json.checkpoint"));
+  const auto ck = read_json(dir / "part.json.checkpoint");
+  CHECK(ck.at("complete") == false);
+  CHECK(ck.at("evaluations").size() == n);
+  // The partial log holds the first n records of the whole run.
+  const auto part_log = without_seconds(read_jsonl(dir / "part.jsonl"));
+  REQUIRE(part_log.size() == n);
+  const auto whole_plain = without_seconds(whole_log);
+  for (std::size_t i = 0; i < n; ++i) CHECK(part_log[i] == whole_plain[i]);
+
+  // Resume: same mask, same log (records replayed from the checkpoint first).
+  const Run resumed = run(part_args + std::vector<std::string>{"--resume"}, dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.err.find("(" + std::to_string(n) + " replayed)") != std::string::npos);
+  const auto part_mask = bosch::io::read_mask_json(dir / "part.json");
+  CHECK(part_mask.mask == whole_mask.mask);
+  CHECK(part_mask.metadata.at("score") == whole_mask.metadata.at("score"));
+  CHECK(part_mask.metadata.at("evaluations") == whole_mask.metadata.at("evaluations"));
+  CHECK(without_seconds(read_jsonl(dir / "part.jsonl")) == without_seconds(whole_log));
+  CHECK(!fs::exists(dir / "part.json.checkpoint"));  // default checkpoint removed after success
+}
+
+TEST_CASE("SIGTERM from outside stops the search; an explicit checkpoint is kept") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  const auto args = small_select(m, t) + std::vector<std::string>{"-q", "-o", dir / "mask.json", "--checkpoint",
+                                                                  dir / "run.ckpt"};
+  // The program waits at evaluation 9 for a signal; send it from here once
+  // the checkpoint (written every evaluation) holds 9 records.
+  Process p(args + std::vector<std::string>{"--checkpoint-every", "1", "--stop-after", "9", "--stop-signal", "wait"},
+            dir.path());
+  bool ready = false;
+  for (int i = 0; i < 6000 && !ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    try {
+      ready = fs::exists(dir / "run.ckpt") && read_json(dir / "run.ckpt").at("evaluations").size() == 9;
+    } catch (const std::exception&) {
+      ready = false;  // between writes (the file is replaced atomically, so this is rare)
+    }
+  }
+  REQUIRE(ready);
+  ::kill(p.pid(), SIGTERM);
+  const Run r = p.wait();
+  INFO(r.err);
+  CHECK(r.status == 143);
+  const std::size_t n = stopped_after(r.err, "SIGTERM");
+  CHECK(n >= 9);
+  CHECK(n < 9 + 4);
+  CHECK(!fs::exists(dir / "mask.json"));
+
+  // Changing how masks are scored is refused on resume (the checkpoint's
+  // scores would not mean the same); changing the search options too.
+  Run bad = run(without(args, "--window") + std::vector<std::string>{"--window", "16", "--resume"}, dir);
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("window 32 -> 16") != std::string::npos);
+  bad = run(without(args, "--seed") + std::vector<std::string>{"--seed", "8", "--resume"}, dir);
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("seed") != std::string::npos);
+
+  const Run resumed = run(args + std::vector<std::string>{"--resume"}, dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(fs::exists(dir / "mask.json"));
+  REQUIRE(fs::exists(dir / "run.ckpt"));  // an explicit checkpoint stays, marked complete
+  CHECK(read_json(dir / "run.ckpt").at("complete") == true);
+
+  // The same mask as an uninterrupted run.
+  REQUIRE(run(small_select(m, t) + std::vector<std::string>{"-q", "-o", dir / "whole.json"}, dir).status == 0);
+  CHECK(bosch::io::read_mask_json(dir / "whole.json").mask == bosch::io::read_mask_json(dir / "mask.json").mask);
+}
