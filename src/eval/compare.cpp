@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: Apache-2.0
+// The comparison runner: references, method set-ups and (method, ratio) cells,
+// resumable through an atomically rewritten results.json.
+
+#include <bosch/error.hpp>
+#include <bosch/eval/compare.hpp>
+#include <bosch/io/atomic_file.hpp>
+#include <bosch/io/mask_io.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace bosch::eval {
+namespace {
+
+using clock = std::chrono::steady_clock;
+double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
+
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+double read_number(const nlohmann::json& j) {
+  return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
+}
+
+nlohmann::json score_json(const TaskScore& t) {
+  return {{"task", t.task},          {"samples", t.samples},          {"mean_logprob", number(t.mean_logprob)},
+          {"probability", number(t.probability)}, {"accuracy", number(t.accuracy)}, {"exact", number(t.exact)}};
+}
+
+TaskScore score_from(const nlohmann::json& j) {
+  TaskScore t;
+  t.task = j.at("task").get<std::string>();
+  t.samples = j.at("samples").get<int>();
+  t.mean_logprob = read_number(j.at("mean_logprob"));
+  t.probability = read_number(j.at("probability"));
+  t.accuracy = read_number(j.at("accuracy"));
+  t.exact = read_number(j.at("exact"));
+  return t;
+}
+
+nlohmann::json report_json(const HeldOutReport& r) {
+  nlohmann::json per = nlohmann::json::array();
+  for (const auto& t : r.per_task) per.push_back(score_json(t));
+  return {{"all", score_json(r.all)}, {"per_task", per}};
+}
+
+HeldOutReport report_from(const nlohmann::json& j) {
+  HeldOutReport r;
+  r.all = score_from(j.at("all"));
+  for (const auto& t : j.at("per_task")) r.per_task.push_back(score_from(t));
+  return r;
+}
+
+nlohmann::json layout_json(const HeadLayout& l) { return {l.num_layers, l.num_query_heads, l.num_kv_heads}; }
+
+nlohmann::json cell_json(const CellResult& c) {
+  return {{"method", c.method},
+          {"ratio", c.ratio},
+          {"swa_heads", c.mask.count()},
+          {"mask", to_grid(c.mask)},
+          {"quality", report_json(c.quality)},
+          {"evaluations", c.evaluations},
+          {"forwards", c.forwards},
+          {"select_seconds", c.select_seconds},
+          {"score_seconds", c.score_seconds},
+          {"details", c.details}};
+}
+
+CellResult cell_from(const nlohmann::json& j, const HeadLayout& layout, const std::string& where) {
+  CellResult c;
+  c.method = j.at("method").get<std::string>();
+  c.ratio = j.at("ratio").get<double>();
+  c.mask = mask_from_grid(j.at("mask").get<std::string>(), layout.num_query_heads, where);
+  io::check_mask_layout(c.mask, layout, where);
+  c.quality = report_from(j.at("quality"));
+  c.evaluations = j.at("evaluations").get<std::size_t>();
+  c.forwards = j.at("forwards").get<double>();
+  c.select_seconds = j.at("select_seconds").get<double>();
+  c.score_seconds = j.at("score_seconds").get<double>();
+  c.details = j.value("details", nlohmann::json(nullptr));
+  c.resumed = true;
+  return c;
+}
+
+nlohmann::json setup_json(const MethodSummary& m) {
+  return {{"family", m.family},
+          {"state", m.setup.state},
+          {"evaluations", m.setup.evaluations},
+          {"forwards", m.setup.forwards},
+          {"note", m.setup.note},
+          {"seconds", m.setup_seconds}};
+}
+
+std::string cell_key(const std::string& method, double ratio) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "@%.17g", ratio);
+  return method + buf;
+}
+
+/// What an existing results file holds.
+struct Stored {
+  bool references = false;
+  HeldOutReport full, swa;
+  std::map<std::string, nlohmann::json> setups;  // by method
+  std::map<std::string, nlohmann::json> cells;   // by cell_key
+};
+
+Stored read_stored(const std::filesystem::path& path, const HeadLayout& layout, const nlohmann::json& run) {
+  Stored s;
+  if (!std::filesystem::exists(path)) return s;
+  const std::string where = path.string();
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(io::read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw format_error(std::string("not valid JSON: ") + e.what(), where);
+  }
+  try {
+    if (doc.value("format", "") != "bosch.comparison")
+      throw format_error("not a comparison results file (format is not \"bosch.comparison\")", where);
+    if (doc.at("layout") != layout_json(layout))
+      throw invalid_argument("results file was written for layout " + doc.at("layout").dump() + ", this run has " +
+                                 layout_json(layout).dump(),
+                             where);
+    if (doc.at("run") != run) {
+      std::string diff;
+      const auto& old = doc.at("run");
+      for (auto it = run.begin(); it != run.end(); ++it)
+        if (!old.contains(it.key()) || old.at(it.key()) != it.value()) diff += (diff.empty() ? "" : ", ") + it.key();
+      for (auto it = old.begin(); it != old.end(); ++it)
+        if (!run.contains(it.key())) diff += (diff.empty() ? "" : ", ") + it.key();
+      throw invalid_argument("results file was written for other settings (differing: " + diff +
+                                 "); use another output directory or the same settings",
+                             where);
+    }
+    if (doc.contains("references") && !doc.at("references").is_null()) {
+      s.references = true;
+      s.full = report_from(doc.at("references").at("all_full"));
+      s.swa = report_from(doc.at("references").at("all_swa"));
+    }
+    for (auto it = doc.at("methods").begin(); it != doc.at("methods").end(); ++it) s.setups[it.key()] = it.value();
+    for (const auto& c : doc.at("cells"))
+      s.cells[cell_key(c.at("method").get<std::string>(), c.at("ratio").get<double>())] = c;
+  } catch (const nlohmann::json::exception& e) {
+    throw format_error(std::string("malformed results file: ") + e.what(), where);
+  }
+  return s;
+}
+
+}  // namespace
+
+const CellResult* ComparisonResult::find(const std::string& method, double ratio) const {
+  for (const auto& c : cells)
+    if (c.method == method && c.ratio == ratio) return &c;
+  return nullptr;
+}
+
+std::size_t ComparisonResult::method_evaluations(const std::string& method) const {
+  std::size_t n = 0;
+  for (const auto& m : methods)
+    if (m.name == method) n += m.setup.evaluations;
+  for (const auto& c : cells)
+    if (c.method == method) n += c.evaluations;
+  return n;
+}
+
+double ComparisonResult::method_forwards(const std::string& method) const {
+  double n = 0;
+  for (const auto& m : methods)
+    if (m.name == method) n += m.setup.forwards;
+  for (const auto& c : cells)
+    if (c.method == method) n += c.forwards;
+  return n;
+}
+
+double ComparisonResult::method_seconds(const std::string& method) const {
+  double n = 0;
+  for (const auto& m : methods)
+    if (m.name == method) n += m.setup_seconds;
+  for (const auto& c : cells)
+    if (c.method == method) n += c.select_seconds;
+  return n;
+}
+
+nlohmann::json comparison_to_json(const ComparisonResult& r) {
+  nlohmann::json methods = nlohmann::json::object();
+  for (const auto& m : r.methods)
+    if (m.has_setup) methods[m.name] = setup_json(m);
+  nlohmann::json cells = nlohmann::json::array();
+  for (const auto& c : r.cells) cells.push_back(cell_json(c));
+  nlohmann::json ratios = nlohmann::json::array();
+  for (double x : r.ratios) ratios.push_back(x);
+  return {{"format", "bosch.comparison"},
+          {"version", 1},
+          {"layout", layout_json(r.layout)},
+          {"run", r.run},
+          {"ratios", ratios},
+          {"references", {{"all_full", report_json(r.all_full)}, {"all_swa", report_json(r.all_swa)}}},
+          {"methods", methods},
+          {"cells", cells}};
+}
+
+std::string sanitize_name(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
+  return out.empty() ? std::string("method") : out;
+}
+
+ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const MaskScorer& score,
+                                const HeadLayout& layout, const ComparisonOptions& options,
+                                const ComparisonProgress& progress) {
+  check_layout(layout, "run_comparison");
+  if (options.ratios.empty()) throw invalid_argument("no ratio given", "ratios");
+  for (double r : options.ratios)
+    if (!(r > 0.0 && r < 1.0)) throw invalid_argument("every ratio must lie in (0, 1), got " + std::to_string(r), "ratios");
+  if (options.output_dir.empty()) throw invalid_argument("no output directory given", "output_dir");
+  if (!score) throw invalid_argument("no scorer given", "run_comparison");
+  std::set<std::string> names;
+  for (const auto& m : methods) {
+    if (m.name.empty()) throw invalid_argument("a method has an empty name", "methods");
+    if (!names.insert(m.name).second) throw invalid_argument("duplicate method name '" + m.name + "'", "methods");
+    if (!m.select) throw invalid_argument("method '" + m.name + "' has no select function", "methods");
+  }
+  auto say = [&](const std::string& s) {
+    if (progress) progress(s);
+  };
+  std::filesystem::create_directories(options.output_dir);
+  const auto path = options.output_dir / "results.json";
+  Stored stored = read_stored(path, layout, options.run);
+
+  ComparisonResult res;
+  res.layout = layout;
+  res.ratios = options.ratios;
+  res.run = options.run;
+  // Stored set-ups and cells outside this run's grid are kept in the file.
+  auto save = [&] {
+    auto doc = comparison_to_json(res);
+    for (const auto& [name, setup] : stored.setups)
+      if (!names.count(name) && !doc["methods"].contains(name)) doc["methods"][name] = setup;
+    std::set<std::string> here;
+    for (const auto& c : res.cells) here.insert(cell_key(c.method, c.ratio));
+    for (const auto& [key, cell] : stored.cells) {
+      const std::string m = cell.at("method").get<std::string>();
+      bool in_grid = names.count(m) > 0;
+      if (in_grid) {
+        in_grid = false;
+        for (double r : options.ratios) in_grid = in_grid || key == cell_key(m, r);
+      }
+      if (!in_grid && !here.count(key)) doc["cells"].push_back(cell);
+    }
+    io::write_file_atomic(path, doc.dump(1) + "\n");
+  };
+
+  if (stored.references) {
+    res.all_full = stored.full;
+    res.all_swa = stored.swa;
+    say("references read back from " + path.string());
+  } else {
+    say("scoring the references (all full, all SWA)");
+    res.all_full = score(HeadMask(layout));
+    res.all_swa = score(HeadMask::filled(layout, true));
+    save();
+  }
+
+  for (const auto& m : methods) {
+    MethodSummary sum;
+    sum.name = m.name;
+    sum.family = m.family;
+    sum.has_setup = static_cast<bool>(m.setup);
+    if (sum.has_setup) {
+      const auto it = stored.setups.find(m.name);
+      if (it != stored.setups.end()) {
+        try {
+          sum.setup.state = it->second.at("state");
+          sum.setup.evaluations = it->second.at("evaluations").get<std::size_t>();
+          sum.setup.forwards = it->second.at("forwards").get<double>();
+          sum.setup.note = it->second.at("note").get<std::string>();
+          sum.setup_seconds = it->second.at("seconds").get<double>();
+        } catch (const nlohmann::json::exception& e) {
+          throw format_error(std::string("malformed set-up of '") + m.name + "': " + e.what(), path.string());
+        }
+        sum.resumed = true;
+      } else {
+        // A method whose cells are all stored needs no set-up.
+        bool all_stored = true;
+        for (double r : options.ratios) all_stored = all_stored && stored.cells.count(cell_key(m.name, r));
+        if (!all_stored) {
+          say(m.name + ": set-up");
+          const auto t0 = clock::now();
+          sum.setup = m.setup();
+          sum.setup_seconds = since(t0);
+          say(m.name + ": set-up done in " + std::to_string(sum.setup_seconds) + " s" +
+              (sum.setup.note.empty() ? "" : " (" + sum.setup.note + ")"));
+        } else {
+          sum.has_setup = false;
+        }
+      }
+    }
+    res.methods.push_back(sum);
+    if (sum.has_setup && !sum.resumed) save();
+
+    for (double rho : options.ratios) {
+      const auto key = cell_key(m.name, rho);
+      const auto it = stored.cells.find(key);
+      if (it != stored.cells.end()) {
+        try {
+          res.cells.push_back(cell_from(it->second, layout, path.string() + ": cell " + key));
+        } catch (const nlohmann::json::exception& e) {
+          throw format_error(std::string("malformed cell ") + key + ": " + e.what(), path.string());
+        }
+        ++res.resumed;
+        continue;
+      }
+      say(m.name + " at ratio " + std::to_string(rho) + ": selecting");
+      CellResult c;
+      c.method = m.name;
+      c.ratio = rho;
+      const auto t0 = clock::now();
+      MethodCell mc = m.select(rho, sum.setup.state);
+      c.select_seconds = since(t0);
+      io::check_mask_layout(mc.mask, layout, "method '" + m.name + "'");
+      c.mask = std::move(mc.mask);
+      c.evaluations = mc.evaluations;
+      c.forwards = mc.forwards;
+      c.details = std::move(mc.details);
+      const auto t1 = clock::now();
+      c.quality = score(c.mask);
+      c.score_seconds = since(t1);
+      res.cells.push_back(std::move(c));
+      ++res.computed;
+      save();
+      const auto& done = res.cells.back();
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s at ratio %g: %zu SWA heads, accuracy %.3f, log-prob %.4f (select %.1f s, %zu evaluations)",
+                    m.name.c_str(), rho, done.mask.count(), done.quality.all.accuracy, done.quality.all.mean_logprob,
+                    done.select_seconds, done.evaluations);
+      say(buf);
+    }
+  }
+  save();
+  return res;
+}
+
+}  // namespace bosch::eval
