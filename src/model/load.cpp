@@ -33,7 +33,14 @@ Model load(const std::filesystem::path& path) {
   Model m;
   m.config = std::move(ck.config);
   m.weights = std::move(ck.weights);
-  m.tokenizer = Tokenizer(std::move(ck.tokenizer));
+  try {
+    m.tokenizer = Tokenizer(std::move(ck.tokenizer));
+  } catch (const error& e) {
+    // The spec came from the model's files (a GGUF file's tokenizer.ggml.* keys
+    // that do not make a tokenizer): name the source (fuzzing found errors
+    // that named only "tokenizer: bos").
+    throw format_error(e.message(), path.string() + ": " + e.where());
+  }
   m.source = std::move(ck.source);
   m.fingerprint = std::move(ck.fingerprint);
   return m;

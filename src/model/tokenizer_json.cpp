@@ -38,6 +38,10 @@ constexpr const char* kWholeText = R"re([\s\S]+)re";
 /// Errors name the source and a JSON path such as "model.merges[12]".
 struct Context {
   std::string source;
+  /// Ids at or above this (the JSON text's size) are rejected: the vocabulary
+  /// is allocated up to the largest id, holes included, so an id is bounded by
+  /// what the file could list (found by fuzzing: {"x": 2000000000}).
+  std::size_t max_ids = 0;
   std::string at(const std::string& field) const { return source + ": " + field; }
   [[noreturn]] void fail(const std::string& message, const std::string& field) const {
     throw format_error(message, at(field));
@@ -133,6 +137,10 @@ void read_vocab(const Context& cx, const json& model, TokenizerSpec& spec,
     const auto id = it->get<std::int64_t>();
     if (id < 0 || id >= std::numeric_limits<int>::max())
       cx.fail("id " + std::to_string(id) + " of '" + it.key() + "' out of range", "model.vocab");
+    if (static_cast<std::uint64_t>(id) >= cx.max_ids)
+      cx.fail("id " + std::to_string(id) + " of '" + it.key() + "' exceeds the " +
+                  std::to_string(cx.max_ids) + " bytes of the file",
+              "model.vocab");
     entries.emplace_back(static_cast<int>(id), it.key());
   }
   int size = 0;
@@ -162,6 +170,10 @@ void read_added_tokens(const Context& cx, const json& root, TokenizerSpec& spec,
     const auto id64 = id_j->get<std::int64_t>();
     if (id64 < 0 || id64 >= std::numeric_limits<int>::max())
       cx.fail("id " + std::to_string(id64) + " out of range", field + ".id");
+    if (static_cast<std::uint64_t>(id64) >= cx.max_ids)
+      cx.fail("id " + std::to_string(id64) + " exceeds the " + std::to_string(cx.max_ids) +
+                  " bytes of the file",
+              field + ".id");
     const auto id = static_cast<std::size_t>(id64);
     const std::string content = string_member(cx, t, "content", field);
     const bool special = bool_member(cx, t, "special", false, field);
@@ -379,7 +391,7 @@ void read_config(std::string_view config_json, const std::string& where, Tokeniz
 
 TokenizerSpec from_text(std::string_view json_text, const std::string& where,
                         std::string_view config_json, const std::string& config_where) {
-  const Context cx{where};
+  const Context cx{where, json_text.size()};
   const json root = parse(json_text, where);
   if (!root.is_object()) cx.fail("not a JSON object", "(root)");
   const json* model_j = member(root, "model");

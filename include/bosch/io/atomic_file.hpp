@@ -3,9 +3,13 @@
 
 /// @file atomic_file.hpp
 /// Whole-file reads and atomic writes. A write goes to a temporary file in the
-/// target's directory, is flushed (and fsync'ed on POSIX), then renamed over
-/// the target, so readers see either the old file or the complete new one,
-/// never a torn one, and a failed write leaves no half-written output.
+/// target's directory, is flushed, closed and fsync'ed (POSIX), then renamed
+/// over the target, and the directory is fsync'ed, so readers see either the
+/// old file or the complete new one, never a torn one -- also after the
+/// writing process is killed (SIGKILL) at any moment or the machine loses
+/// power -- and a failed write leaves no half-written output. A process killed
+/// between creating and renaming the temporary file leaves that file
+/// (".<name>.tmp.<pid>.<n>") behind; the target is untouched.
 
 #include <bosch/error.hpp>
 
@@ -69,20 +73,34 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
     if (!out) fail(std::string("cannot create temporary file: ") + std::strerror(errno));
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.flush();
+    out.close();
     if (!out) fail("write failed");
   }
 #ifdef BOSCH_HAVE_POSIX_IO
   {
-    const int fd = ::open(tmp.c_str(), O_RDONLY);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
+    // The data must be on disk before the rename makes it the target.
+    const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(std::string("cannot reopen temporary file: ") + std::strerror(errno));
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) fail(std::string("fsync failed: ") + std::strerror(err));
   }
 #endif
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) fail("cannot rename temporary file into place: " + ec.message());
+#ifdef BOSCH_HAVE_POSIX_IO
+  {
+    // Make the rename itself durable. Best effort: the new file is already in
+    // place for every reader, and some file systems refuse fsync on a directory.
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+#endif
 }
 
 }  // namespace bosch::io

@@ -96,8 +96,14 @@ inline nlohmann::json mask_to_json(const HeadMask& mask,
                         {"metadata", metadata}};
 }
 
+/// The most KV heads (layers x KV heads per layer) a mask document may
+/// declare: 2^20, far above any real model, so that a corrupt layout cannot
+/// make the reader allocate gigabytes.
+inline constexpr std::size_t max_mask_heads = std::size_t{1} << 20;
+
 /// Parses a mask document. Throws bosch::format_error with where =
-/// "`where`: field" on any malformed or inconsistent field.
+/// "`where`: field" on any malformed or inconsistent field (including a
+/// layout of more than max_mask_heads KV heads).
 inline MaskFile mask_from_json(const nlohmann::json& j, const std::string& where = "mask") {
   auto fail = [&](const std::string& field, const std::string& msg) -> void {
     throw format_error(msg, where + ": " + field);
@@ -123,6 +129,11 @@ inline MaskFile mask_from_json(const nlohmann::json& j, const std::string& where
                                            : lay.num_kv_heads) = static_cast<int>(v);
   }
   if (!lay.valid()) fail("layout", "invalid layout (" + layout_string(lay) + ")");
+  // The "swa" lists need not name every head, so the mask's size is not
+  // bounded by the document's: cap it (real models have a few thousand).
+  if (lay.size() > max_mask_heads)
+    fail("layout", std::to_string(lay.size()) + " KV heads in all exceed the limit of " +
+                       std::to_string(max_mask_heads));
   if (!j.contains("swa") || !j["swa"].is_array()) fail("swa", "missing or not an array");
   const auto& swa = j["swa"];
   if (swa.size() != static_cast<std::size_t>(lay.num_layers))
@@ -163,7 +174,7 @@ inline MaskFile read_mask_json(const std::filesystem::path& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw format_error(std::string("not valid JSON: ") + e.what(), path.string());
   }
   return mask_from_json(j, path.string());

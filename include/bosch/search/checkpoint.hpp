@@ -12,15 +12,23 @@
 ///      "complete": false,
 ///      "evaluations": [{"index": 0, "stage": "anchors", "mask": "0000...",
 ///                       "score": 0.93, "seconds": 1.5}, ...],
-///      "log_checksum": "89ab..."}
+///      "log_checksum": "89ab...", "checksum": "01cd..."}
 ///
 /// "mask" is the layer-major bit string ('1' = SWA) of L*Hkv characters;
 /// "log_checksum" is FNV-1a 64 (16 hex digits) over the records' indices,
-/// mask bits, stage names and score bit patterns, so a damaged file is
-/// detected even when it is still valid JSON. Files are written atomically.
+/// mask bits, stage names and score bit patterns; "checksum" is FNV-1a 64
+/// over the compact JSON text (nlohmann::json::dump(), keys sorted) of the
+/// whole document without "checksum", so a damaged file is detected even when
+/// it is still valid JSON, whichever field the damage hit (a timing, an
+/// option, the version). Both are required. Files are written atomically
+/// (io::write_file_atomic: temporary file, fsync, rename, fsync of the
+/// directory), so a search killed at any moment leaves the previous complete
+/// checkpoint or the new one, never a torn file; a torn or corrupt file (from
+/// a copy, a full disk, a bit flip) is rejected whole with a format_error
+/// naming the file and the field, never half-read.
 ///
 /// Resume (Options::resume_from): select() reads the file, checks magic,
-/// format, checksum, layout, seed and options (all but max_evaluations,
+/// format, checksums, layout, seed and options (all but max_evaluations,
 /// batch_size and resume_from), then registers every record for replay and
 /// re-runs the deterministic search: logged masks are answered from the file,
 /// new ones from the evaluator, so the resumed run reaches the same mask and
@@ -37,7 +45,10 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace bosch {
@@ -72,9 +83,10 @@ inline nlohmann::json options_to_json(const Options& o) {
                         {"resume_from", o.resume_from}};
 }
 
-/// Options from JSON: fields absent keep their defaults; unknown fields and
-/// wrongly typed values raise bosch::format_error (where = `where` + field).
-/// The result is validated (bosch::invalid_argument on a bad value).
+/// Options from JSON: fields absent keep their defaults; unknown fields,
+/// wrongly typed values and unknown enum names raise bosch::format_error
+/// (where = `where` + field). The result is validated
+/// (bosch::invalid_argument on a bad value, where = `where` + field).
 inline Options options_from_json(const nlohmann::json& j, const std::string& where = "options") {
   if (!j.is_object()) throw format_error("options must be a JSON object", where);
   Options o;
@@ -113,9 +125,17 @@ inline Options options_from_json(const nlohmann::json& j, const std::string& whe
       // clang-format on
     } catch (const nlohmann::json::exception& e) {
       throw format_error(std::string("wrong type: ") + e.what(), where + ": " + k);
+    } catch (const format_error&) {
+      throw;
+    } catch (const error& e) {  // an unknown enum name (parse_variant, ...)
+      throw format_error(e.message(), where + ": " + k);
     }
   }
-  validate(o);
+  try {
+    validate(o);
+  } catch (const invalid_argument& e) {
+    throw invalid_argument(e.message(), where + ": " + e.where());
+  }
   return o;
 }
 
@@ -160,6 +180,48 @@ inline std::string hex64(std::uint64_t v) {
   for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = d[v & 15];
   return s;
 }
+/// FNV-1a 64 over the bytes of `s`.
+inline std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+/// The compact JSON text of `j` (invalid UTF-8 in strings replaced, as the
+/// writer does, so that dumping never throws).
+inline std::string dump_text(const nlohmann::json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+/// The "checksum" of a checkpoint document: FNV-1a 64 over its compact text
+/// without the "checksum" field.
+inline std::string document_checksum(nlohmann::json j) {
+  if (j.is_object()) j.erase("checksum");
+  return hex64(fnv1a(dump_text(j)));
+}
+/// An integer JSON value of type T; format_error (where = `where`) for a
+/// non-integer (nlohmann's get<int>() would truncate a float, with undefined
+/// behaviour when it is out of range) or a value outside T's range.
+template <class T>
+T json_integer(const nlohmann::json& v, const std::string& where) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const auto x = v.get<std::int64_t>();
+    if (std::in_range<T>(x)) return static_cast<T>(x);
+  } else {
+    throw format_error(std::string("expected an integer, found ") + v.type_name(), where);
+  }
+  throw format_error("integer " + v.dump() + " out of range", where);
+}
+/// A number (format_error naming `where` otherwise, e.g. null for a NaN).
+inline double json_number(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_number())
+    throw format_error(std::string("expected a number, found ") + v.type_name(), where);
+  return v.get<double>();
+}
 /// The options that must match for a resume.
 inline nlohmann::json resume_relevant(nlohmann::json j) {
   for (const char* k : {"max_evaluations", "batch_size", "resume_from"}) j.erase(k);
@@ -177,96 +239,119 @@ inline nlohmann::json checkpoint_json(const HeadLayout& layout, const Options& o
                     {"mask", detail::mask_bits(r.mask)},
                     {"score", r.score},
                     {"seconds", r.seconds}});
-  return nlohmann::json{{"magic", "bosch.checkpoint"},
-                        {"format", 1},
-                        {"bosch_version", version_string},
-                        {"layout",
-                         {{"num_layers", layout.num_layers},
-                          {"num_query_heads", layout.num_query_heads},
-                          {"num_kv_heads", layout.num_kv_heads}}},
-                        {"seed", options.seed},
-                        {"options", options_to_json(options)},
-                        {"complete", complete},
-                        {"evaluations", std::move(recs)},
-                        {"log_checksum", detail::hex64(detail::log_checksum(log))}};
+  nlohmann::json doc{{"magic", "bosch.checkpoint"},
+                     {"format", 1},
+                     {"bosch_version", version_string},
+                     {"layout",
+                      {{"num_layers", layout.num_layers},
+                       {"num_query_heads", layout.num_query_heads},
+                       {"num_kv_heads", layout.num_kv_heads}}},
+                     {"seed", options.seed},
+                     {"options", options_to_json(options)},
+                     {"complete", complete},
+                     {"evaluations", std::move(recs)},
+                     {"log_checksum", detail::hex64(detail::log_checksum(log))}};
+  doc["checksum"] = detail::document_checksum(doc);
+  return doc;
 }
 
 /// Writes a checkpoint atomically. Throws bosch::file_error on failure.
 inline void write_checkpoint(const std::filesystem::path& path, const HeadLayout& layout,
                              const Options& options, const std::vector<EvaluationRecord>& log,
                              bool complete) {
-  io::write_file_atomic(path, checkpoint_json(layout, options, log, complete).dump(1) + "\n");
+  io::write_file_atomic(
+      path, detail::dump_text(checkpoint_json(layout, options, log, complete), 1) + "\n");
 }
 
 /// Reads and checks a checkpoint. Throws bosch::file_error when unreadable and
 /// bosch::format_error (where = path, plus the field) when it is not valid
-/// JSON (torn or truncated), has the wrong magic or format, a malformed
-/// field, or a checksum that does not match its records.
+/// JSON (torn or truncated), has the wrong magic or format, a checksum that
+/// does not match its content, or a missing or malformed field. Nothing is
+/// returned from a file that fails any check.
 inline CheckpointData read_checkpoint(const std::filesystem::path& path) {
   const std::string where = path.string();
   const std::string text = io::read_file(path);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw format_error(std::string("not valid JSON (truncated or corrupt checkpoint): ") + e.what(),
                        where);
   }
-  auto field = [&](const char* name) -> const nlohmann::json& {
-    if (!j.is_object() || !j.contains(name))
-      throw format_error("missing field", where + ": " + name);
-    return j.at(name);
+  if (!j.is_object()) throw format_error("not a JSON object (not a bosch checkpoint)", where);
+  auto in = [&](const nlohmann::json& obj, const char* name,
+                const std::string& at) -> const nlohmann::json& {
+    if (!obj.is_object() || !obj.contains(name))
+      throw format_error("missing field", at.empty() ? where + ": " + name : at + "." + name);
+    return obj.at(name);
   };
+  auto field = [&](const char* name) -> const nlohmann::json& { return in(j, name, ""); };
+  auto string_field = [&](const nlohmann::json& v, const std::string& at) -> std::string {
+    if (!v.is_string())
+      throw format_error(std::string("expected a string, found ") + v.type_name(), at);
+    return v.get<std::string>();
+  };
+  if (field("magic") != "bosch.checkpoint")
+    throw format_error(
+        "not a bosch checkpoint (magic is " + detail::dump_text(field("magic")) + ")",
+        where + ": magic");
+  if (field("format") != 1)
+    throw format_error("unsupported checkpoint format " + detail::dump_text(field("format")) +
+                           " (this build reads format 1)",
+                       where + ": format");
+  // The whole document first: a damaged field is reported as damage, not as
+  // whatever that field now seems to say.
+  if (string_field(field("checksum"), where + ": checksum") != detail::document_checksum(j))
+    throw format_error("checksum does not match the content (corrupt or edited checkpoint)",
+                       where + ": checksum");
   CheckpointData d;
-  try {
-    if (field("magic") != "bosch.checkpoint")
-      throw format_error("not a bosch checkpoint (magic is " + field("magic").dump() + ")",
-                         where + ": magic");
-    if (field("format") != 1)
-      throw format_error("unsupported checkpoint format " + field("format").dump() +
-                             " (this build reads format 1)",
-                         where + ": format");
-    d.bosch_version = field("bosch_version").get<std::string>();
-    const auto& lay = field("layout");
-    d.layout = {lay.at("num_layers").get<int>(), lay.at("num_query_heads").get<int>(),
-                lay.at("num_kv_heads").get<int>()};
-    if (!d.layout.valid()) throw format_error("invalid layout", where + ": layout");
-    d.seed = field("seed").get<std::uint64_t>();
-    d.options = field("options");
-    if (!d.options.is_object()) throw format_error("not an object", where + ": options");
-    d.complete = field("complete").get<bool>();
-    const auto& recs = field("evaluations");
-    if (!recs.is_array()) throw format_error("not an array", where + ": evaluations");
-    for (std::size_t i = 0; i < recs.size(); ++i) {
-      const auto& r = recs[i];
-      const std::string at = where + ": evaluations[" + std::to_string(i) + "]";
-      EvaluationRecord e;
-      e.index = r.at("index").get<std::size_t>();
-      if (e.index != i)
-        throw format_error("index " + std::to_string(e.index) + " out of order", at);
-      e.stage = parse_stage(r.at("stage").get<std::string>());
-      const std::string bits = r.at("mask").get<std::string>();
-      if (bits.size() != d.layout.size())
-        throw format_error("mask has " + std::to_string(bits.size()) + " bits, layout needs " +
-                               std::to_string(d.layout.size()),
-                           at);
-      e.mask = HeadMask(d.layout);
-      for (std::size_t b = 0; b < bits.size(); ++b) {
-        if (bits[b] != '0' && bits[b] != '1') throw format_error("mask is not a bit string", at);
-        e.mask.set_flat(b, bits[b] == '1');
-      }
-      e.score = r.at("score").get<double>();
-      e.seconds = r.at("seconds").get<double>();
-      d.log.push_back(std::move(e));
+  d.bosch_version = string_field(field("bosch_version"), where + ": bosch_version");
+  const auto& lay = field("layout");
+  const std::string lw = where + ": layout";
+  d.layout = {detail::json_integer<int>(in(lay, "num_layers", lw), lw + ".num_layers"),
+              detail::json_integer<int>(in(lay, "num_query_heads", lw), lw + ".num_query_heads"),
+              detail::json_integer<int>(in(lay, "num_kv_heads", lw), lw + ".num_kv_heads")};
+  if (!d.layout.valid()) throw format_error("invalid layout", lw);
+  d.seed = detail::json_integer<std::uint64_t>(field("seed"), where + ": seed");
+  d.options = field("options");
+  if (!d.options.is_object()) throw format_error("not an object", where + ": options");
+  if (!field("complete").is_boolean()) throw format_error("not a bool", where + ": complete");
+  d.complete = field("complete").get<bool>();
+  const auto& recs = field("evaluations");
+  if (!recs.is_array()) throw format_error("not an array", where + ": evaluations");
+  d.log.reserve(recs.size());
+  for (std::size_t i = 0; i < recs.size(); ++i) {
+    const auto& r = recs[i];
+    const std::string at = where + ": evaluations[" + std::to_string(i) + "]";
+    EvaluationRecord e;
+    e.index = detail::json_integer<std::size_t>(in(r, "index", at), at + ".index");
+    if (e.index != i) throw format_error("index " + std::to_string(e.index) + " out of order", at);
+    try {
+      e.stage = parse_stage(string_field(in(r, "stage", at), at + ".stage"));
+    } catch (const invalid_argument& x) {
+      throw format_error(x.message(), at + ".stage");
     }
-    if (field("log_checksum").get<std::string>() != detail::hex64(detail::log_checksum(d.log)))
-      throw format_error("checksum does not match the evaluation records (corrupt checkpoint)",
-                         where + ": log_checksum");
-  } catch (const nlohmann::json::exception& e) {
-    throw format_error(std::string("malformed checkpoint: ") + e.what(), where);
-  } catch (const invalid_argument& e) {
-    throw format_error(e.what(), where);
+    // A mask string has exactly L*Hkv characters, so the masks allocated are
+    // bounded by the file's size whatever the layout claims.
+    const std::string bits = string_field(in(r, "mask", at), at + ".mask");
+    if (bits.size() != d.layout.size())
+      throw format_error("mask has " + std::to_string(bits.size()) + " bits, layout needs " +
+                             std::to_string(d.layout.size()),
+                         at + ".mask");
+    e.mask = HeadMask(d.layout);
+    for (std::size_t b = 0; b < bits.size(); ++b) {
+      if (bits[b] != '0' && bits[b] != '1')
+        throw format_error("mask is not a bit string", at + ".mask");
+      e.mask.set_flat(b, bits[b] == '1');
+    }
+    e.score = detail::json_number(in(r, "score", at), at + ".score");
+    e.seconds = detail::json_number(in(r, "seconds", at), at + ".seconds");
+    d.log.push_back(std::move(e));
   }
+  if (string_field(field("log_checksum"), where + ": log_checksum") !=
+      detail::hex64(detail::log_checksum(d.log)))
+    throw format_error("checksum does not match the evaluation records (corrupt checkpoint)",
+                       where + ": log_checksum");
   return d;
 }
 
