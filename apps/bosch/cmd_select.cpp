@@ -207,15 +207,23 @@ int run_select(int argc, char** argv) {
                 << " KV heads, window " << eval_options.window << ", sinks " << eval_options.sinks
                 << (resume ? ", resuming from " + checkpoint : std::string()) << "\n";
 
-      SignalGuard guard;
-      CliProgress progress_cb(oo.verbosity(), progress_every);
-      Checkpoint checkpoint_cb(checkpoint, checkpoint_every);
-      StopOnSignal stop{stop_after, stop_signal == "term" ? SIGTERM : SIGINT, stop_signal == "wait"};
       MaybeLog log_cb;
       if (!log.empty()) log_cb.writer.emplace(log, checkpoint_every);
-      const Result result = select(evaluator, options, progress_cb, checkpoint_cb, log_cb, stop);
+      Result result;
+      int stop_sig = 0, stop_exit = 0;
+      {
+        // Signals stop the search cleanly only while it runs; afterwards (held-out
+        // report, writing files) they have their usual effect.
+        SignalGuard guard;
+        CliProgress progress_cb(oo.verbosity(), progress_every);
+        Checkpoint checkpoint_cb(checkpoint, checkpoint_every);
+        StopOnSignal stop{stop_after, stop_signal == "term" ? SIGTERM : SIGINT, stop_signal == "wait"};
+        result = select(evaluator, options, progress_cb, checkpoint_cb, log_cb, stop);
+        stop_sig = SignalGuard::received();
+        stop_exit = SignalGuard::exit_code();
+      }
 
-      if (SignalGuard::received() != 0) {
+      if (stop_sig != 0 && result.stopped) {
         std::vector<std::string> args{"bosch"};
         for (int i = 0; i < argc; ++i) {
           const std::string a = argv[i];
@@ -229,11 +237,10 @@ int run_select(int argc, char** argv) {
         bool has_resume = false;
         for (const auto& a : args) has_resume |= a == "--resume";
         if (!has_resume) args.emplace_back("--resume");
-        std::cerr << "bosch select: interrupted by "
-                  << (SignalGuard::received() == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
+        std::cerr << "bosch select: interrupted by " << (stop_sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
                   << result.evaluations << " evaluations; checkpoint written to " << checkpoint
                   << "\nbosch select: resume with: " << shell_join(args) << "\n";
-        return SignalGuard::exit_code();
+        return stop_exit;
       }
 
       // ---- outputs --------------------------------------------------------------------

@@ -241,7 +241,12 @@ HeadLayout parse_layout(std::string_view text) {
 }
 
 model::Model load_model(const ModelOptions& o, const OutputOptions& out) {
-  model::Model m = model::load(o.model);
+  model::Model m;
+  try {
+    m = model::load(o.model);
+  } catch (const bosch::invalid_argument& e) {
+    throw runtime_failure(e.what());  // a model the library cannot use is a runtime error
+  }
   const auto& c = m.config;
   char params[32];
   const double n = static_cast<double>(m.parameter_count());
@@ -316,7 +321,7 @@ void CliProgress::end_stage(const SearchView& v, Stage s) {
   }
   std::cerr << "bosch: end of stage " << to_string(s) << ": " << (v.evaluations - stage_start_)
             << " evaluations, " << v.evaluations << " in all, best " << best << ", "
-            << detail::format_duration(v.elapsed_seconds) << " elapsed\n";
+            << bosch::detail::format_duration(v.elapsed_seconds) << " elapsed\n";
 }
 
 void CliProgress::on_evaluation(const SearchView& v, const EvaluationRecord& r) {

@@ -197,6 +197,20 @@ std::string layout_compact(const HeadLayout& l);
 /// bosch::invalid_argument (where "layout") when malformed or invalid.
 HeadLayout parse_layout(std::string_view text);
 
+namespace detail {
+/// Constructs a backend B(model, options); a model it cannot run
+/// (bosch::invalid_argument) becomes a runtime_failure (exit 1), not a usage
+/// error. (Inside bosch::cli, write bosch::detail:: for the core's details.)
+template <class B, class O>
+B make_backend(const model::Model& model, const O& options) {
+  try {
+    return B(model, options);
+  } catch (const bosch::invalid_argument& e) {
+    throw runtime_failure(e.what());
+  }
+}
+}  // namespace detail
+
 /// Calls f(backend) with a const cpu::Backend or (CUDA builds) cuda::Backend
 /// for `model`, as o.device says, and returns its result.
 template <class F>
@@ -205,14 +219,14 @@ decltype(auto) with_backend(const model::Model& model, const ModelOptions& o, F&
   if (o.cuda()) {
     cuda::Options co;
     co.device = o.gpu;
-    const cuda::Backend backend(model, co);
+    const auto backend = detail::make_backend<cuda::Backend>(model, co);
     return f(backend);
   }
 #endif
   if (o.cuda()) throw usage_error("this build has no CUDA support (use --device cpu)");
   cpu::Options co;
   co.threads = o.threads;
-  const cpu::Backend backend(model, co);
+  const auto backend = detail::make_backend<cpu::Backend>(model, co);
   return f(backend);
 }
 
