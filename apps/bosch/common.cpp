@@ -331,7 +331,8 @@ void CliProgress::on_evaluation(const SearchView& v, const EvaluationRecord& r) 
 }
 
 void CliProgress::end_search(const SearchView& v, const Result& r) {
-  if (verbosity_ != Verbosity::quiet) reporter_.end_search(v, r);
+  // A stopped search is reported by the command (how to resume), not as "done".
+  if (verbosity_ != Verbosity::quiet && !r.stopped) reporter_.end_search(v, r);
 }
 
 nlohmann::json evaluation_json(const EvaluationRecord& r) {
