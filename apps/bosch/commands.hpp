@@ -11,5 +11,7 @@ int run_inspect(int argc, char** argv);   ///< cmd_inspect.cpp
 int run_select(int argc, char** argv);    ///< cmd_select.cpp
 int run_evaluate(int argc, char** argv);  ///< cmd_evaluate.cpp
 int run_convert(int argc, char** argv);   ///< cmd_convert.cpp
+int run_baseline(int argc, char** argv);  ///< cmd_baseline.cpp
+int run_compare(int argc, char** argv);   ///< cmd_compare.cpp
 
 }  // namespace bosch::cli

@@ -26,6 +26,8 @@ constexpr Command commands[] = {
     {"select", "choose sliding-window heads with BOSCH and write the mask", bosch::cli::run_select},
     {"evaluate", "held-out scores of a mask on a model", bosch::cli::run_evaluate},
     {"convert", "convert a mask between JSON, TSV and the text grid", bosch::cli::run_convert},
+    {"baseline", "a mask from a static head ranking or a layer heuristic", bosch::cli::run_baseline},
+    {"compare", "compare BOSCH with the baselines over SWA ratios", bosch::cli::run_compare},
 };
 
 void usage(std::ostream& out) {

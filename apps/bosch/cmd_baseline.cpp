@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+// bosch baseline MODEL --method NAME --ratio R: a mask from a static head
+// ranking (DCAM, APL, RAZOR, QADA, PROXY, FISHER, RETRIEVAL) or a layer
+// heuristic (RAND, BME, INTR), without any search.
+
+#include "baseline_options.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+
+#include <bosch/baselines/layer.hpp>
+#include <bosch/eval/head_scores.hpp>
+#include <bosch/io/atomic_file.hpp>
+#include <bosch/io/svg.hpp>
+#include <bosch/model/loader.hpp>
+#include <bosch/tasks/generate.hpp>
+#include <bosch/version.hpp>
+
+#include <cctype>
+#include <iostream>
+
+namespace bosch::cli {
+
+namespace {
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+int run_baseline(int argc, char** argv) {
+  return run_command("baseline", [&]() -> int {
+    ModelOptions mo;
+    TaskOptions to;
+    OutputOptions oo;
+    HeadScoreCli hs;
+    std::string method, out = "mask.json", format, scores_path, svg;
+    double ratio = 0.5;
+    std::uint64_t seed = 0;
+    bool report = false;
+    std::string layer_count = "exact";
+
+    CommandLine cl("baseline", "bosch baseline [options] MODEL --method NAME [--ratio R] [-o OUT]",
+                   "Make a head mask with a baseline instead of the BOSCH search: a static head\n"
+                   "ranking computed once on the original model (DCAM, APL, RAZOR, QADA, PROXY,\n"
+                   "FISHER, RETRIEVAL; the lowest-scored KV heads become SWA) or a layer-level\n"
+                   "heuristic (RAND, BME, INTR; whole layers become SWA). See README.md,\n"
+                   "\"Baselines and comparison\", for each method's definition.");
+    po::options_description what("Baseline");
+    what.add_options()("method", po::value(&method)->value_name("NAME"),
+                       "DCAM | APL | RAZOR | QADA | PROXY | FISHER | RETRIEVAL | RAND | BME | INTR")(
+        "ratio,r", po::value(&ratio)->default_value(ratio)->value_name("R"), "fraction of KV heads made SWA, in (0, 1)")(
+        "seed", po::value(&seed)->default_value(seed)->value_name("N"), "seed of RAND and of RAZOR's random tokens")(
+        "layer-count", po::value(&layer_count)->default_value(layer_count)->value_name("exact|whole"),
+        "layer heuristics: exact head count (one partial layer) or round(rho L) whole layers");
+    po::options_description files("Files");
+    files.add_options()("out,o", po::value(&out)->default_value(out)->value_name("FILE"),
+                        "mask file to write ('-' = stdout)")(
+        "format", po::value(&format)->value_name("json|tsv|grid"), "mask format (default: by extension)")(
+        "scores", po::value(&scores_path)->value_name("FILE"), "also write the ranking's per-head scores (JSON)")(
+        "svg", po::value(&svg)->value_name("FILE"), "SVG head map of the mask")(
+        "report", po::bool_switch(&report), "afterwards, print held-out scores of all-full, all-SWA and the mask");
+    cl.options.add(mo.describe()).add(to.describe()).add(what).add(hs.describe()).add(files).add(oo.describe());
+    cl.positional.add("model", 1);
+    cl.epilog =
+        "Example:\n"
+        "  bosch baseline SmolLM2-135M-Instruct.Q4_1.gguf --method FISHER --ratio 0.5 \\\n"
+        "      --window 64 --context 512 -o fisher.json --scores fisher-scores.json\n";
+    po::variables_map vm;
+    if (!cl.parse(argc, argv, vm)) return exit_success;
+
+    mo.validate();
+    if (method.empty()) throw usage_error("no method given (--method NAME)");
+    method = upper(method);
+    const bool layer = method == "RAND" || method == "BME" || method == "INTR";
+    eval::Method ranking = eval::Method::dcam;
+    if (!layer) {
+      try {
+        ranking = eval::parse_method(method);
+      } catch (const bosch::invalid_argument&) {
+        throw bosch::invalid_argument("unknown method '" + method +
+                                          "' (expected DCAM, APL, RAZOR, QADA, PROXY, FISHER, RETRIEVAL, RAND, "
+                                          "BME or INTR)",
+                                      "--method");
+      }
+    }
+    (void)target_count(HeadLayout{1, 1, 1}, ratio);  // validates the ratio
+    if (!(ratio > 0 && ratio < 1)) throw bosch::invalid_argument("must lie in (0, 1)", "--ratio");
+    if (layer_count != "exact" && layer_count != "whole")
+      throw bosch::invalid_argument("expected exact or whole, got '" + layer_count + "'", "--layer-count");
+    if (layer && !scores_path.empty()) throw usage_error("--scores applies to the head rankings only");
+    const MaskFormat fmt = out == "-" && format.empty() ? MaskFormat::json : mask_format(out, format, "--format");
+    TaskSuiteOptions suite;
+    try {
+      suite = to.suite();
+    } catch (const bosch::invalid_argument& e) {
+      throw bosch::invalid_argument(e.message(), "--" + e.where());
+    }
+    const TransformerEvaluatorOptions eo = to.evaluator();
+    const eval::HeadScoreOptions so = hs.resolved(eo, seed);
+    const baselines::Quota quota = hs.resolved_quota();
+    if (!layer && mo.cuda())
+      throw usage_error("the head rankings read attention on the CPU backend (use --device cpu)");
+
+    const model::Model model = load_model(mo, oo);
+    const HeadLayout layout = model.config.layout();
+    nlohmann::json meta{{"method", method},
+                        {"model", model.config.name},
+                        {"model_file", model.source.filename().string()},
+                        {"model_fingerprint", model.fingerprint},
+                        {"layout", layout_compact(layout)},
+                        {"target_ratio", ratio},
+                        {"window", eo.window},
+                        {"sinks", eo.sinks},
+                        {"seed", seed},
+                        {"bosch_version", version_string}};
+    const nlohmann::json suite_json = to_json(suite);
+    for (auto it = suite_json.begin(); it != suite_json.end(); ++it) meta[it.key()] = it.value();
+    HeadMask mask;
+    if (layer) {
+      const auto count = layer_count == "exact" ? baselines::LayerCount::exact : baselines::LayerCount::whole_layers;
+      mask = method == "RAND"  ? baselines::layer_rand(layout, ratio, seed, count)
+             : method == "BME" ? baselines::layer_bme(layout, ratio, count)
+                               : baselines::layer_intr(layout, ratio, count);
+      meta["layer_count"] = layer_count;
+    } else {
+      const auto calibration = make_task_suite(suite, model.tokenizer, false).calibration;
+      oo.info() << "tasks: " << calibration.samples.size() << " calibration samples of <= " << suite.context_length
+                << " tokens; window " << eo.window << ", sinks " << eo.sinks << "\n";
+      cpu::Options co;
+      co.threads = mo.threads;
+      const auto backend = detail::make_backend<cpu::Backend>(model, co);
+      oo.info() << "computing " << method << " scores\n";
+      eval::HeadScores scores;
+      if (ranking == eval::Method::proxy) {
+        TransformerEvaluator<cpu::Backend> evaluator(backend, calibration, eo);
+        scores = eval::proxy_scores(evaluator, static_cast<double>(calibration.samples.size()));
+      } else {
+        scores = eval::compute_head_scores(ranking, backend, calibration, so);
+      }
+      oo.info() << method << ": " << scores.seconds << " s, " << scores.evaluations << " evaluations, "
+                << scores.forwards << " forward equivalents" << (scores.note.empty() ? "" : "; " + scores.note)
+                << "\n";
+      mask = eval::ranking_mask(scores, ratio, quota);
+      meta["scores_seconds"] = scores.seconds;
+      meta["evaluations"] = scores.evaluations;
+      meta["forwards"] = scores.forwards;
+      meta["note"] = scores.note;
+      meta["ranking_options"] = hs.to_json();
+      if (!scores_path.empty()) {
+        auto j = eval::to_json(scores);
+        j["model_fingerprint"] = model.fingerprint;
+        j["window"] = eo.window;
+        j["sinks"] = eo.sinks;
+        io::write_file_atomic(scores_path, j.dump(1) + "\n");
+      }
+    }
+    meta["ratio"] = mask.ratio();
+    meta["swa_heads"] = mask.count();
+    meta["kv_heads"] = mask.size();
+    write_mask_file(out, fmt, mask, meta);
+    if (!svg.empty()) io::write_svg(svg, io::head_map_svg(mask, model.config.name + " " + method));
+    oo.info() << method << " at ratio " << ratio << ": " << mask.count() << " of " << mask.size()
+              << " KV heads SWA" << (out == "-" ? "" : ", wrote " + out) << "\n";
+    if (out != "-" && oo.verbosity() != Verbosity::quiet) std::cerr << to_grid(mask);
+
+    if (report) {
+      if (suite.held_out_samples < 1) throw bosch::invalid_argument("must be at least 1 for --report", "--held-out-samples");
+      const auto held_out = tasks::generate(suite_specs(suite, tasks::Split::held_out), model.tokenizer);
+      return with_backend(model, mo, [&](const auto& backend) -> int {
+        ReportOptions ro;
+        std::vector<ReportRow> rows;
+        for (const auto& [name, m] : {std::pair<std::string, HeadMask>{"all-full", HeadMask(layout)},
+                                      std::pair<std::string, HeadMask>{"all-SWA", HeadMask::filled(layout, true)},
+                                      std::pair<std::string, HeadMask>{method, mask}})
+          rows.push_back({name, m.count(),
+                          evaluate_held_out(backend, model.tokenizer, held_out,
+                                            AttentionWindows::from_mask(m, eo.window, eo.sinks), ro)});
+        std::ostream& os = out == "-" ? std::cerr : std::cout;
+        print_report(os, rows, true);
+        return exit_success;
+      });
+    }
+    return exit_success;
+  });
+}
+
+}  // namespace bosch::cli
