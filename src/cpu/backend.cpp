@@ -119,9 +119,11 @@ struct Scratch {
 
 /// Runs layers [first, last) on the packed rows x (sequence b = rows
 /// [offsets[b], offsets[b+1])). Statistics only for a single sequence.
+/// `cache` (prefill, a single sequence): receives each layer's keys (RoPE
+/// applied) and values; it only copies them out, the computation is unchanged.
 void run_packed(const model::Model& model, const Options& options, float* x,
                 std::span<const int> offsets, int first, int last, const AttentionWindows& windows,
-                HeadStats* stats, const StatsRequest* request) {
+                HeadStats* stats, const StatsRequest* request, DecodeState* cache = nullptr) {
   const auto& c = model.config;
   const std::size_t N = static_cast<std::size_t>(offsets.back());
   if (first >= last || N == 0) return;
@@ -163,6 +165,11 @@ void run_packed(const model::Model& model, const Options& options, float* x,
       const auto o = static_cast<std::size_t>(offsets[b]);
       rope.apply(s.q.data() + o * shape.q_stride, n, shape.q_stride, c.num_heads, 0);
       rope.apply(s.k.data() + o * shape.kv_stride, n, shape.kv_stride, c.num_kv_heads, 0);
+    }
+    if (cache) {
+      const auto kv_floats = N * shape.kv_stride;
+      cache->k[static_cast<std::size_t>(l)].assign(s.k.begin(), s.k.begin() + static_cast<std::ptrdiff_t>(kv_floats));
+      cache->v[static_cast<std::size_t>(l)].assign(s.v.begin(), s.v.begin() + static_cast<std::ptrdiff_t>(kv_floats));
     }
     for (int g = 0; g < c.num_kv_heads; ++g)
       hw[static_cast<std::size_t>(g)] =
@@ -291,6 +298,27 @@ std::vector<float> Backend::forward(std::span<const int> tokens, const Attention
   Residual x = embed(tokens);
   run_layers(x, 0, config().num_layers, windows);
   return logits(x, positions);
+}
+
+DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows& windows,
+                             std::vector<float>* last_logits) const {
+  const auto& c = config();
+  if (tokens.empty()) throw invalid_argument("prefill needs at least one token", "tokens");
+  check_windows(windows, c);
+  DecodeState state;
+  state.kv_dim = c.num_kv_heads * c.head_dim;
+  state.k.resize(static_cast<std::size_t>(c.num_layers));
+  state.v.resize(static_cast<std::size_t>(c.num_layers));
+  state.windows = windows;
+  Residual x = embed(tokens);
+  const int offsets[2] = {0, x.n_tokens};
+  run_packed(*model_, options_, x.data.data(), offsets, 0, c.num_layers, windows, nullptr, nullptr, &state);
+  state.positions = x.n_tokens;
+  if (last_logits) {
+    const std::size_t row = static_cast<std::size_t>(x.n_tokens - 1);
+    *last_logits = project(*model_, options_, x.data.data(), std::span<const std::size_t>(&row, 1));
+  }
+  return state;
 }
 
 std::vector<std::vector<float>> Backend::forward_batch(std::span<const std::vector<int>> sequences,

@@ -15,6 +15,7 @@
 /// the residual stream entering a layer and restart from the lowest layer a
 /// new mask changes.
 
+#include <bosch/cpu/rope.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/model/windows.hpp>
 
@@ -76,6 +77,29 @@ struct HeadStats {
   }
 };
 
+/// The key/value cache of one sequence for incremental (greedy) decoding,
+/// made by Backend::prefill and grown by Backend::decode_step. Every layer
+/// keeps the keys (RoPE applied at their absolute positions, after the
+/// optional K norm) and values of all positions so far.
+struct DecodeState {
+  int positions = 0;   ///< tokens processed so far (the next token sits at this position)
+  int kv_dim = 0;      ///< num_kv_heads * head_dim: floats per cached row
+  /// k[l], v[l]: layer l's rows [positions, kv_dim] row-major fp32.
+  std::vector<std::vector<float>> k, v;
+  /// The windows the cache was built under (decode_step must get the same).
+  AttentionWindows windows;
+  /// RoPE cos/sin table, grown (doubling) as positions advance; entries are
+  /// computed per position, so they equal those of a forward pass.
+  RopeTable rope;
+  /// Bytes held by the cache rows.
+  std::size_t bytes() const noexcept {
+    std::size_t floats = 0;
+    for (const auto& x : k) floats += x.size();
+    for (const auto& x : v) floats += x.size();
+    return floats * sizeof(float);
+  }
+};
+
 /// The CPU backend. Holds a reference to the model, which must outlive it.
 /// All methods are const and allocate their scratch per call, so one backend
 /// may serve several threads.
@@ -119,6 +143,27 @@ class Backend {
   std::vector<std::vector<float>> forward_batch(std::span<const std::vector<int>> sequences,
                                                 const AttentionWindows& windows,
                                                 std::span<const std::vector<int>> positions) const;
+
+  /// Incremental decoding, step 1: runs the normal forward pass over `tokens`
+  /// (the very same layer path as forward(), so the logits are bitwise those
+  /// of forward(tokens, windows, {n - 1})) while saving every layer's keys
+  /// and values. When `last_logits` is given it receives the logits of the
+  /// last position ([vocab]). Throws bosch::invalid_argument for an empty
+  /// sequence, an id outside the vocabulary or windows that do not fit.
+  DecodeState prefill(std::span<const int> tokens, const AttentionWindows& windows,
+                      std::vector<float>* last_logits = nullptr) const;
+
+  /// Incremental decoding, step 2: appends `token` at position
+  /// state.positions, runs it through all layers against the cached keys and
+  /// values (one query row; each head attends the keys its window and sinks
+  /// let it see, exactly as in forward()), stores its keys and values, and
+  /// returns its logits ([vocab]). Cost O(weights + n) instead of the O(n x
+  /// weights + n^2) of a fresh forward. Equal to forward(all tokens, windows,
+  /// {n}) up to fp32 rounding (the softmax and dot products sum in a
+  /// different order than the tiled kernel), not bitwise. `windows` must be
+  /// the windows the state was prefilled with (bosch::invalid_argument
+  /// otherwise), as must the token range.
+  std::vector<float> decode_step(DecodeState& state, int token, const AttentionWindows& windows) const;
 
   /// Bytes of scratch memory one forward over n tokens allocates: the
   /// activations of one layer, the RoPE table and the attention's per-thread
