@@ -246,4 +246,8 @@ TEST_CASE("standard methods on the planted model: every method runs, BOSCH keeps
   for (const auto& m : {"DCAM", "FISHER", "PROXY"})
     CHECK(turnover(r.find(m, 0.25)->mask, r.find(m, 0.5)->mask) == 0.0);
   CHECK(std::filesystem::exists(o.output_dir / "heads" / "RETRIEVAL.svg"));
+  // No greedy accuracy computed: the tables fall back to the greedy exact match and say so.
+  const auto table = io::read_file(o.output_dir / "table.md");
+  CHECK(table.find("greedy exact match (%)") != std::string::npos);
+  CHECK(table.find("| BOSCH | 100.0 | 100.0 | 100.0 |") != std::string::npos);
 }

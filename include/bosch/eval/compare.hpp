@@ -29,6 +29,11 @@
 ///    by side;
 ///  - accuracy_vs_ratio.svg and logprob_vs_ratio.svg: score-versus-ratio plots
 ///    with the all-full and all-SWA references.
+/// When the scorer computed no greedy accuracy (ReportOptions::accuracy =
+/// false: decoding past the first wrong token costs a forward per token, the
+/// bulk of a CPU run), the accuracy table and plot show the greedy exact match
+/// instead (the greedy answer equals the gold tokens; free with the
+/// teacher-forced pass), and say so.
 
 #include <bosch/baselines/layer.hpp>
 #include <bosch/baselines/ranking.hpp>
