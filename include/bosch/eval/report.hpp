@@ -9,18 +9,26 @@
 /// Greedy decoding reuses the teacher-forced logits: while the greedy token
 /// equals the gold answer token the two runs see the same prefix, so the first
 /// k+1 greedy tokens (k = first position whose argmax differs from the answer)
-/// come for free; only the tokens after that need a forward pass each. The
-/// result is exactly what plain greedy decoding gives.
+/// come for free; only the tokens after that need further work. When the
+/// backend offers incremental decoding (prefill + decode_step, see
+/// IncrementalDecoder; the CPU backend does) the sequence so far is prefilled
+/// once and each further token costs one single-row step against the
+/// key/value cache; otherwise each further token is a fresh forward pass over
+/// the whole sequence. Either way the result is plain greedy decoding (the
+/// two routes differ only by fp32 rounding in the logits of the steps).
 
+#include <bosch/error.hpp>
 #include <bosch/eval/backend.hpp>
 #include <bosch/model/tokenizer.hpp>
 #include <bosch/tasks/scoring.hpp>
 #include <bosch/tasks/task.hpp>
 
 #include <cmath>
+#include <concepts>
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bosch {
@@ -41,13 +49,77 @@ struct HeldOutReport {
   std::vector<TaskScore> per_task;
 };
 
+/// How greedy tokens past the free ones are generated.
+enum class GreedyPath {
+  automatic,    ///< incremental when the backend is an IncrementalDecoder, else recompute
+  recompute,    ///< one forward pass over the whole sequence per generated token
+  incremental,  ///< prefill once, then decode_step per token (throws when the backend lacks them)
+};
+
 /// Settings of evaluate_held_out.
 struct ReportOptions {
-  bool accuracy = true;  ///< run greedy decoding (costs forward passes past the first miss)
+  bool accuracy = true;  ///< run greedy decoding (costs work past the first miss)
   /// Greedy budget per sample: < 0 uses the sample's max_new_tokens; otherwise
   /// answer tokens + this many.
   int extra_new_tokens = -1;
+  GreedyPath greedy = GreedyPath::automatic;  ///< generation route (same tokens either way)
 };
+
+namespace detail {
+template <class B>
+using decode_state_t = decltype(std::declval<const B&>().prefill(
+    std::declval<std::span<const int>>(), std::declval<const AttentionWindows&>(),
+    std::declval<std::vector<float>*>()));
+}  // namespace detail
+
+/// A backend with incremental decoding: `prefill(tokens, windows, &logits)`
+/// returns a state (a key/value cache) and the last position's logits;
+/// `decode_step(state, token, windows)` appends a token and returns its
+/// logits ([vocab]). bosch::cpu::Backend models it; backends without it
+/// (CUDA) are decoded by recomputation.
+template <class B>
+concept IncrementalDecoder =
+    requires { typename detail::decode_state_t<B>; } &&
+    requires(const B& b, detail::decode_state_t<B>& state, int token, const AttentionWindows& w) {
+      { b.decode_step(state, token, w) } -> std::same_as<std::vector<float>>;
+    };
+
+/// Greedy continuation: appends argmax tokens of the model on `prompt` +
+/// `generated` to `generated` until it holds `budget` tokens or the argmax is
+/// `eos` (not appended). `generated` may start with tokens already known
+/// (e.g. the free ones from teacher forcing). `path` picks the route;
+/// GreedyPath::incremental on a backend that is no IncrementalDecoder throws
+/// bosch::invalid_argument.
+template <Backend B>
+void greedy_continue(const B& backend, std::span<const int> prompt, std::vector<int>& generated, int budget,
+                     int eos, const AttentionWindows& windows, GreedyPath path = GreedyPath::automatic) {
+  if (static_cast<int>(generated.size()) >= budget) return;
+  std::vector<int> seq(prompt.begin(), prompt.end());
+  seq.insert(seq.end(), generated.begin(), generated.end());
+  if (path == GreedyPath::incremental && !IncrementalDecoder<B>)
+    throw invalid_argument("the backend has no incremental decoding (prefill / decode_step)", "greedy");
+  if constexpr (IncrementalDecoder<B>) {
+    if (path != GreedyPath::recompute) {
+      std::vector<float> logits;
+      auto state = backend.prefill(seq, windows, &logits);
+      while (true) {
+        const int next = tasks::argmax(logits);
+        if (next == eos) return;
+        generated.push_back(next);
+        if (static_cast<int>(generated.size()) >= budget) return;
+        logits = backend.decode_step(state, next, windows);
+      }
+    }
+  }
+  while (static_cast<int>(generated.size()) < budget) {
+    const int pos = static_cast<int>(seq.size()) - 1;
+    const auto next_logits = backend.forward(seq, windows, std::span<const int>(&pos, 1));
+    const int next = tasks::argmax(next_logits);
+    if (next == eos) break;
+    generated.push_back(next);
+    seq.push_back(next);
+  }
+}
 
 /// Scores `tasks` under `windows` with `backend`; `tokenizer` decodes the
 /// greedy output for string matching and gives the end-of-sequence id.
@@ -94,16 +166,7 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
           break;
         }
       }
-      std::vector<int> seq(sample.prompt.begin(), sample.prompt.end());
-      seq.insert(seq.end(), generated.begin(), generated.end());
-      while (!stopped && static_cast<int>(generated.size()) < budget) {
-        const int pos = static_cast<int>(seq.size()) - 1;
-        const auto next_logits = backend.forward(seq, windows, std::span<const int>(&pos, 1));
-        const int next = tasks::argmax(next_logits);
-        if (next == eos) break;
-        generated.push_back(next);
-        seq.push_back(next);
-      }
+      if (!stopped) greedy_continue(backend, sample.prompt, generated, budget, eos, windows, options.greedy);
       acc = tasks::accuracy(sample, tokenizer.decode(generated));
     }
     auto [it, inserted] = slot.try_emplace(sample.task, report.per_task.size());
