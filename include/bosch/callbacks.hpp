@@ -211,7 +211,10 @@ struct EarlyStop {
 };
 
 /// Writes a checkpoint file (search/checkpoint.hpp) atomically every `every`
-/// evaluations and at the end of the search, for Options::resume_from.
+/// evaluations and at the end of the search, for Options::resume_from. While
+/// a resumed search replays its checkpoint nothing is written, so the file
+/// never holds fewer evaluations than before (a search may be killed and
+/// resumed any number of times, at any moment).
 class Checkpoint {
  public:
   /// @param path  checkpoint file (its directory must exist).
@@ -220,6 +223,13 @@ class Checkpoint {
       : path_(std::move(path)), every_(every) {}
 
   void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
+    // A replayed evaluation (resume) is already in the checkpoint resumed
+    // from: writing now would replace that file with a shorter log, and a kill
+    // during the replay would lose the rest (found by tests/crash). Writing
+    // resumes with the first new evaluation.
+    const bool replay = v.replayed > replayed_;
+    replayed_ = v.replayed;
+    if (replay) return;
     if (every_ > 0 && (r.index + 1) % every_ == 0) write(v, false);
   }
   void end_search(const SearchView& v, const Result& r) {
@@ -237,6 +247,7 @@ class Checkpoint {
   std::filesystem::path path_;
   std::size_t every_;
   std::size_t writes_ = 0;
+  std::size_t replayed_ = 0;  // SearchView::replayed at the last evaluation
 };
 
 }  // namespace bosch

@@ -140,8 +140,8 @@ class Objective {
       return std::nullopt;
     }
     if (auto r = replay_.find(mask); r != replay_.end()) {
+      ++replayed_;  // before record(): observers see the replay counted (as evaluate_many does)
       record(mask, r->second.first, r->second.second, false);
-      ++replayed_;
       return r->second.first;
     }
     const auto t0 = std::chrono::steady_clock::now();
