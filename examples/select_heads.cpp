@@ -55,9 +55,9 @@ int main(int argc, char** argv) try {
     ("help,h", "show this help")
     ("model,m", po::value(&model_path)->required(), "GGUF file or Hugging Face directory")
     ("ratio,r", po::value(&options.target_ratio)->default_value(0.5), "fraction of KV heads made SWA, in (0, 1)")
-    ("window,w", po::value(&eval_options.window)->default_value(128), "sliding window w in tokens")
+    ("window,w", po::value(&eval_options.window)->default_value(64), "sliding window w in tokens")
     ("sinks,s", po::value(&eval_options.sinks)->default_value(0), "sink tokens s kept by SWA heads")
-    ("context,c", po::value(&suite.context_length)->default_value(1024), "task context length in tokens")
+    ("context,c", po::value(&suite.context_length)->default_value(512), "task context length in tokens")
     ("samples,n", po::value(&suite.calibration_samples)->default_value(2), "calibration samples per task")
     ("held-out", po::value(&suite.held_out_samples)->default_value(4), "held-out samples per task")
     ("tasks,t", po::value(&task_list)->default_value(bosch::task_list_string(suite.kinds)),

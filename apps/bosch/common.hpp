@@ -170,12 +170,12 @@ struct ModelOptions {
 /// --text-files.
 struct TaskOptions {
   std::string tasks = "niah_single_1,niah_single_2,niah_multikey_1,passkey";
-  int context = 1024;
+  int context = 512;
   int samples = 2;
   int held_out_samples = 4;
   bool chat = false;
   std::uint64_t task_seed = 0;
-  int window = 128;
+  int window = 64;
   int sinks = 0;
   std::vector<std::string> text_files;
 
