@@ -61,7 +61,7 @@ int run_compare(int argc, char** argv) {
     std::string out = "comparison", ratios_text = "0.25,0.5,0.75,0.875", methods_text = "all", inner = "swap";
     std::string layer_count = "exact";
     int extra_tokens = 4;
-    bool no_accuracy = false;
+    bool no_accuracy = false, report_only = false;
     std::size_t progress_every = 0;
 
     CommandLine cl("compare", "bosch compare [options] MODEL [-o DIR]",
@@ -85,7 +85,10 @@ int run_compare(int argc, char** argv) {
         "layer heuristics: exact head count (one partial layer) or round(rho L) whole layers")(
         "extra-tokens", po::value(&extra_tokens)->default_value(extra_tokens)->value_name("N"),
         "held-out greedy budget: answer tokens + N")(
-        "no-accuracy", po::bool_switch(&no_accuracy), "skip greedy decoding (log-probabilities only)");
+        "no-accuracy", po::bool_switch(&no_accuracy),
+        "skip greedy decoding: tables show the greedy exact match (free) instead of accuracy")(
+        "report-only", po::bool_switch(&report_only),
+        "compute nothing: write the tables and figures of this grid from DIR/results.json");
     po::options_description srch("BOSCH search");
     srch.add_options()("seed", po::value(&search.seed)->default_value(0)->value_name("N"),
                        "search seed (also RAND's and RAZOR's)")(
@@ -187,6 +190,7 @@ int run_compare(int argc, char** argv) {
     co2.ratios = ratios;
     co2.output_dir = out;
     co2.title = model.config.name;
+    co2.compute_missing = !report_only;
     co2.run = {{"model", model.config.name},
                {"model_fingerprint", model.fingerprint},
                {"window", eo.window},

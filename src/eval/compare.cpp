@@ -261,6 +261,10 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const
     res.all_full = stored.full;
     res.all_swa = stored.swa;
     say("references read back from " + path.string());
+  } else if (!options.compute_missing) {
+    res.all_full.all.mean_logprob = res.all_full.all.probability = res.all_full.all.accuracy =
+        res.all_full.all.exact = std::numeric_limits<double>::quiet_NaN();
+    res.all_swa = res.all_full;
   } else {
     say("scoring the references (all full, all SWA)");
     res.all_full = score(HeadMask(layout));
@@ -290,7 +294,7 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const
         // A method whose cells are all stored needs no set-up.
         bool all_stored = true;
         for (double r : options.ratios) all_stored = all_stored && stored.cells.count(cell_key(m.name, r));
-        if (!all_stored) {
+        if (!all_stored && options.compute_missing) {
           say(m.name + ": set-up");
           const auto t0 = clock::now();
           sum.setup = m.setup();
@@ -303,7 +307,7 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const
       }
     }
     res.methods.push_back(sum);
-    if (sum.has_setup && !sum.resumed) save();
+    if (sum.has_setup && !sum.resumed && options.compute_missing) save();
 
     for (double rho : options.ratios) {
       const auto key = cell_key(m.name, rho);
@@ -317,6 +321,7 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const
         ++res.resumed;
         continue;
       }
+      if (!options.compute_missing) continue;
       say(m.name + " at ratio " + std::to_string(rho) + ": selecting");
       CellResult c;
       c.method = m.name;
@@ -343,7 +348,7 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const
       say(buf);
     }
   }
-  save();
+  if (options.compute_missing) save();
   return res;
 }
 

@@ -167,7 +167,6 @@ void write_comparison_outputs(const ComparisonResult& r, const ComparisonOptions
   if (o.output_dir.empty()) throw invalid_argument("no output directory given", "output_dir");
   std::filesystem::create_directories(o.output_dir / "heads");
   const auto& dir = o.output_dir;
-  io::write_file_atomic(dir / "results.json", comparison_to_json(r).dump(1) + "\n");
   io::write_file_atomic(dir / "table.md", comparison_markdown(r, o));
 
   // results.csv

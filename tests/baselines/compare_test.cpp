@@ -188,6 +188,20 @@ TEST_CASE("comparison runner: all outputs, then a resume that recomputes nothing
   const auto kept = nlohmann::json::parse(io::read_file(o.output_dir / "results.json"));
   CHECK(kept["cells"].size() == 15);
 
+  // Report only: nothing computed, the stored cells of the grid reported.
+  auto o4 = o2;
+  o4.compute_missing = false;
+  o4.ratios = {0.5, 0.625};
+  const Counters before_report = n;
+  const auto report = run_comparison(methods, score, lay, o4);
+  write_comparison_outputs(report, o4);
+  CHECK(n.selects == before_report.selects);
+  CHECK(n.scores == before_report.scores);
+  CHECK(report.cells.size() == 3);  // 0.5 of each method; 0.625 was never run
+  CHECK(report.all_full.all.accuracy == 1.0);
+  CHECK(nlohmann::json::parse(io::read_file(o.output_dir / "results.json"))["cells"].size() == 15);
+  CHECK(io::read_file(o.output_dir / "table.md").find("| RANKED | ") != std::string::npos);
+
   // Other settings are refused; a corrupt file is a format error.
   auto o3 = o;
   o3.run["window"] = 16;

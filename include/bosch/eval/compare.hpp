@@ -14,9 +14,11 @@
 /// records the run's settings (ComparisonOptions::run); resuming with other
 /// settings is refused.
 ///
-/// Outputs (write_comparison_outputs), all in the output directory:
-///  - results.json: everything (settings, references, set-ups, cells with masks
-///    as text grids, per-task scores);
+/// Outputs, all in the output directory:
+///  - results.json (kept by run_comparison): everything (settings, references,
+///    set-ups, cells with masks as text grids, per-task scores), including
+///    cells of methods or ratios outside the current grid;
+/// and from write_comparison_outputs:
 ///  - table.md: accuracy and log-probability per method and ratio with the
 ///    cost columns, BOSCH's head-set turnover across ratios, Jaccard distances
 ///    to BOSCH;
@@ -101,6 +103,10 @@ struct ComparisonOptions {
   /// The method turnover and Jaccard distances are reported against in
   /// table.md (default "BOSCH"; the first method when absent).
   std::string reference_method = "BOSCH";
+  /// false: compute nothing; report what results.json holds for this grid
+  /// (missing cells are left out, missing references are NaN). Regenerates the
+  /// outputs, e.g. after filling parts of the grid in separate runs.
+  bool compute_missing = true;
 };
 
 /// One finished cell.
@@ -162,7 +168,8 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const
                                 const ComparisonProgress& progress = {});
 
 /// Writes table.md, results.csv, turnover.csv, jaccard.csv, the head maps and
-/// the plots (see the file comment) into options.output_dir, atomically.
+/// the plots (see the file comment) for the grid of `result` into
+/// options.output_dir, atomically (results.json is run_comparison's).
 void write_comparison_outputs(const ComparisonResult& result, const ComparisonOptions& options);
 
 /// The Markdown report (table.md's content).
