@@ -211,8 +211,12 @@ struct Options {
   /// ceil(r * Hkv) (deduplicated). Empty (default) = automatic: every count c
   /// in [0, Hkv] with |c - rho*Hkv| <= level_spread [I].
   std::vector<double> ratio_levels{};
-  /// Half-width, in heads, of the automatic level set (>= 1). Default 2 [I].
-  int level_spread = 2;
+  /// Half-width, in heads, of the automatic level set and of the relative
+  /// initial mapping (>= 0). 0 (default) = automatic: max(1, round(Hkv / 4)),
+  /// i.e. 2 heads for Hkv = 8 (the paper's models), 1 for Hkv <= 5. A fixed
+  /// spread of 2 on Hkv = 3 (SmolLM2) allows counts 0..3, and the mapping then
+  /// sends every layer to all-full or all-SWA, leaving Stage 3 no choice [I].
+  int level_spread = 0;
   /// Initial mapping of drops to levels before shifting. Default relative [I].
   RatioInit ratio_init = RatioInit::relative;
 
@@ -293,8 +297,8 @@ inline void validate(const Options& o) {
   if (o.max_vars < 1) fail("must be at least 1, got " + std::to_string(o.max_vars), "max_vars");
   if (o.group_rounds < 1)
     fail("must be at least 1, got " + std::to_string(o.group_rounds), "group_rounds");
-  if (o.level_spread < 1)
-    fail("must be at least 1, got " + std::to_string(o.level_spread), "level_spread");
+  if (o.level_spread < 0)
+    fail("must be >= 0 (0 = automatic), got " + std::to_string(o.level_spread), "level_spread");
   for (double r : o.ratio_levels)
     if (!(r >= 0.0 && r <= 1.0))
       fail("every level must lie in [0, 1], got " + std::to_string(r), "ratio_levels");

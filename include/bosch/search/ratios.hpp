@@ -37,6 +37,13 @@
 
 namespace bosch::search {
 
+/// The level spread in heads: Options::level_spread, or when it is 0 (automatic)
+/// max(1, round(Hkv / 4)).
+inline int level_spread(const HeadLayout& layout, const Options& o) {
+  if (o.level_spread > 0) return o.level_spread;
+  return std::max(1, static_cast<int>(std::lround(layout.num_kv_heads / 4.0)));
+}
+
 /// Allowed per-layer SWA counts for `o`, ascending and distinct.
 inline std::vector<int> count_levels(const HeadLayout& layout, double rho, const Options& o) {
   const int h = layout.num_kv_heads;
@@ -46,8 +53,9 @@ inline std::vector<int> count_levels(const HeadLayout& layout, double rho, const
       levels.push_back(std::clamp(static_cast<int>(std::ceil(r * h - 1e-9)), 0, h));
   } else {
     const double center = rho * h;
+    const int spread = level_spread(layout, o);
     for (int c = 0; c <= h; ++c)
-      if (std::abs(c - center) <= o.level_spread + 1e-9) levels.push_back(c);
+      if (std::abs(c - center) <= spread + 1e-9) levels.push_back(c);
   }
   std::sort(levels.begin(), levels.end());
   levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
@@ -140,7 +148,7 @@ inline RatioPlan assign_ratios(const HeadLayout& layout, std::span<const double>
           rel = -1.0;
         else if (mean > 0.0)
           rel = std::clamp(1.0 - std::max(d, 0.0) / mean, -1.0, 1.0);
-        idx[static_cast<std::size_t>(l)] = nearest(center + o.level_spread * rel);
+        idx[static_cast<std::size_t>(l)] = nearest(center + level_spread(layout, o) * rel);
       }
       break;
     }
