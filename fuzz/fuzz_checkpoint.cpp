@@ -51,9 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (j.is_object()) {
     j["checksum"] = detail::document_checksum(j);
     const std::string text = detail::dump_text(j, 1);
-    read_and_check(fuzz::write_scratch("repaired.json",
-                                       reinterpret_cast<const std::uint8_t*>(text.data()),
-                                       text.size()));
+    read_and_check(fuzz::write_scratch(
+        "repaired.json", reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
   }
   return 0;
 }

@@ -18,7 +18,8 @@ using namespace bosch;
 using namespace bosch::model;
 
 // Text with ASCII, digits, spaces, multi-byte UTF-8 and special-token text.
-constexpr std::string_view sample = "Hello world 123\n  x<|endoftext|>y \xc3\xa9\xe4\xb8\xad \xf0\x9f\x98\x80!";
+constexpr std::string_view sample =
+    "Hello world 123\n  x<|endoftext|>y \xc3\xa9\xe4\xb8\xad \xf0\x9f\x98\x80!";
 
 void exercise_tokenizer(const Tokenizer& tok) {
   const auto ids = tok.encode(sample, true, true);

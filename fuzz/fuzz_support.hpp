@@ -50,9 +50,12 @@ inline const std::filesystem::path& scratch_dir() {
   auto& dir = detail::scratch_root();
   if (dir.empty()) {
     std::filesystem::path base;
-    if (const char* env = std::getenv("BOSCH_FUZZ_SCRATCH"); env && *env) base = env;
-    else if (::access("/dev/shm", W_OK) == 0) base = "/dev/shm";
-    else base = std::filesystem::temp_directory_path();
+    if (const char* env = std::getenv("BOSCH_FUZZ_SCRATCH"); env && *env)
+      base = env;
+    else if (::access("/dev/shm", W_OK) == 0)
+      base = "/dev/shm";
+    else
+      base = std::filesystem::temp_directory_path();
     dir = base / ("bosch-fuzz-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     std::atexit(detail::remove_scratch);

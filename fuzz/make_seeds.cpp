@@ -84,8 +84,10 @@ void gguf_seeds() {
     g.set_string("tokenizer.ggml.model", "llama");
     g.set_strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b"});
     std::vector<float> q6(256), q4k(256);
-    for (int i = 0; i < 256; ++i) q6[static_cast<std::size_t>(i)] = static_cast<float>(i % 17) / 8.0f - 1.0f;
-    for (int i = 0; i < 256; ++i) q4k[static_cast<std::size_t>(i)] = static_cast<float>(i % 13) / 6.0f - 1.0f;
+    for (int i = 0; i < 256; ++i)
+      q6[static_cast<std::size_t>(i)] = static_cast<float>(i % 17) / 8.0f - 1.0f;
+    for (int i = 0; i < 256; ++i)
+      q4k[static_cast<std::size_t>(i)] = static_cast<float>(i % 13) / 6.0f - 1.0f;
     g.add_raw_tensor("q6_k", static_cast<std::uint32_t>(GgmlType::q6_k), {256},
                      w::quantize(GgmlType::q6_k, q6));
     g.add_raw_tensor("q4_k", static_cast<std::uint32_t>(GgmlType::q4_k), {256},
@@ -157,7 +159,8 @@ void tokenizer_seeds() {
   // tokenizer_config.json after a NUL byte (the target's input convention).
   text_seed("tokenizer_json", "byte_level_config.json",
             base + std::string(1, '\0') +
-                R"({"bos_token": {"content": "<|im_start|>"}, "eos_token": "<|im_end|>", "add_bos_token": true})");
+                R"({"bos_token": {"content": "<|im_start|>"}, "eos_token": "<|im_end|>", )"
+                R"("add_bos_token": true})");
 
   json j = json::parse(base);
   j["pre_tokenizer"] = {
@@ -176,7 +179,8 @@ void tokenizer_seeds() {
     j["model"]["merges"].push_back(json::array({mg.substr(0, sp), mg.substr(sp + 1)}));
   }
   j["model"]["ignore_merges"] = true;
-  j["added_tokens"].push_back({{"id", spec.tokens.size() + 2}, {"content", "<extra>"}, {"special", false}});
+  j["added_tokens"].push_back(
+      {{"id", spec.tokens.size() + 2}, {"content", "<extra>"}, {"special", false}});
   j["post_processor"] = {
       {"type", "TemplateProcessing"},
       {"single", json::array({{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}},
@@ -209,10 +213,9 @@ void tokenizer_seeds() {
   for (const auto& [a, b] : merges) mj.push_back(json::array({a, b}));
   const json spm = {
       {"version", "1.0"},
-      {"added_tokens",
-       json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}},
-                    {{"id", 1}, {"content", "<s>"}, {"special", true}},
-                    {{"id", 2}, {"content", "</s>"}, {"special", true}}})},
+      {"added_tokens", json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                    {{"id", 1}, {"content", "<s>"}, {"special", true}},
+                                    {{"id", 2}, {"content", "</s>"}, {"special", true}}})},
       {"normalizer",
        {{"type", "Sequence"},
         {"normalizers",
@@ -226,9 +229,10 @@ void tokenizer_seeds() {
         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
       {"decoder",
        {{"type", "Sequence"},
-        {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", sp}}}, {"content", " "}},
-                                  {{"type", "ByteFallback"}},
-                                  {{"type", "Fuse"}}})}}},
+        {"decoders",
+         json::array({{{"type", "Replace"}, {"pattern", {{"String", sp}}}, {"content", " "}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}}})}}},
       {"model",
        {{"type", "BPE"},
         {"dropout", nullptr},
@@ -240,8 +244,8 @@ void tokenizer_seeds() {
   text_seed("tokenizer_json", "spm_style.json", spm.dump());
   json meta = spm;
   meta["normalizer"] = nullptr;
-  meta["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", "first"},
-                           {"split", false}};
+  meta["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", "first"}, {"split", false}};
   text_seed("tokenizer_json", "metaspace.json", meta.dump());
 }
 
@@ -254,7 +258,8 @@ void mask_seeds() {
   m.set(1, 3, true);
   const auto dir = out_root / "mask";
   fs::create_directories(dir);
-  bosch::io::write_mask(dir / "mask.json", m, {{"model", "tiny"}, {"ratio", m.ratio()}, {"seed", 1}});
+  bosch::io::write_mask(dir / "mask.json", m,
+                        {{"model", "tiny"}, {"ratio", m.ratio()}, {"seed", 1}});
   bosch::io::write_mask(dir / "mask.tsv", m);
   bosch::io::write_mask(dir / "mask.txt", m);
   bosch::HeadMask big({6, 4, 2});
@@ -272,7 +277,8 @@ struct TinyEvaluator {
   bosch::HeadLayout layout() const { return lay; }
   double evaluate(const bosch::HeadMask& m) const {
     double s = 1.0;
-    for (std::size_t i = 0; i < m.size(); ++i) s -= m[i] ? 0.01 * static_cast<double>(i % 5 + 1) : 0.0;
+    for (std::size_t i = 0; i < m.size(); ++i)
+      s -= m[i] ? 0.01 * static_cast<double>(i % 5 + 1) : 0.0;
     if (m[0] && m[1]) s -= 0.02;
     return s;
   }

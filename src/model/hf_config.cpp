@@ -145,8 +145,11 @@ HfConfig parse_hf_config(std::string_view text, const std::string& where) {
       c.rope_scaling.factor = num("factor", 8.0);
       c.rope_scaling.low_freq_factor = num("low_freq_factor", 1.0);
       c.rope_scaling.high_freq_factor = num("high_freq_factor", 4.0);
-      c.rope_scaling.original_max_position =
-          static_cast<int>(num("original_max_position_embeddings", 8192));
+      const double omp = num("original_max_position_embeddings", 8192);
+      // Checked before the conversion (a double outside int's range is UB).
+      if (!(omp >= 1.0 && omp <= std::numeric_limits<int>::max()))
+        r.fail("must be a positive 32-bit integer", "rope_scaling.original_max_position_embeddings");
+      c.rope_scaling.original_max_position = static_cast<int>(omp);
     } else {
       r.fail("unsupported RoPE scaling type '" + type + "' (supported: default, linear, llama3)",
              "rope_scaling");

@@ -130,10 +130,16 @@ File::File(const std::filesystem::path& path) : path_(path), map_(path) {
   }
   std::sort(tensors_.begin(), tensors_.end(),
             [](const TensorInfo& a, const TensorInfo& b) { return a.offset < b.offset; });
+  // Compare with the furthest end so far, not only the previous tensor: an
+  // empty tensor between two overlapping ones hid the overlap.
+  std::uint64_t end = 0;
+  std::size_t end_of = 0;
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
-    if (i > 0 && tensors_[i].size > 0 && tensors_[i - 1].offset + tensors_[i - 1].size > tensors_[i].offset)
-      fail("data overlaps tensor '" + tensors_[i - 1].name + "'", "tensor '" + tensors_[i].name + "'");
-    index_.emplace(tensors_[i].name, i);
+    const TensorInfo& t = tensors_[i];
+    if (t.size > 0 && t.offset < end)
+      fail("data overlaps tensor '" + tensors_[end_of].name + "'", "tensor '" + t.name + "'");
+    if (t.offset + t.size > end) end = t.offset + t.size, end_of = i;
+    index_.emplace(t.name, i);
   }
 }
 

@@ -16,9 +16,9 @@
 #include <bosch/io/atomic_file.hpp>
 #include <bosch/search/checkpoint.hpp>
 
+#include <doctest/doctest.h>
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_int_distribution.hpp>
-#include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
@@ -43,8 +43,8 @@ using nlohmann::json;
 namespace {
 
 fs::path temp_dir(const std::string& tag) {
-  const fs::path d = fs::temp_directory_path() /
-                     ("bosch-crash-" + tag + "-" + std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("bosch-crash-" + tag + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -164,8 +164,7 @@ TEST_CASE("a search killed with SIGKILL at random moments resumes to the uninter
     const json& ref_log = ref["log"];
     const std::size_t total = ref_log.size();
     REQUIRE(total >= 40);  // enough evaluations to kill in every stage
-    MESSAGE(variant << ", seed " << seed << ": uninterrupted run made " << total
-                    << " evaluations");
+    MESSAGE(variant << ", seed " << seed << ": uninterrupted run made " << total << " evaluations");
 
     const fs::path ck = dir / "run.ckpt", out = dir / "run.json";
     std::size_t on_disk = 0;  // records the checkpoint held after the last kill
@@ -183,7 +182,8 @@ TEST_CASE("a search killed with SIGKILL at random moments resumes to the uninter
         // resumed run included, so some kills land while it is replaying),
         // plus a random delay, so the kill hits an evaluation, a checkpoint
         // write or the rename at random.
-        boost::random::uniform_int_distribution<long> lines(1, 2 * static_cast<long>(total) / max_kills);
+        boost::random::uniform_int_distribution<long> lines(
+            1, 2 * static_cast<long>(total) / max_kills);
         boost::random::uniform_int_distribution<int> delay_us(0, 1500);
         const long want = lines(rng);
         long seen = 0;
@@ -241,9 +241,10 @@ TEST_CASE("torn, truncated or bit-flipped checkpoints are rejected whole, naming
   REQUIRE(good.log.size() >= 40);
   // Thousands of damaged copies: on tmpfs when there is one (rewriting a
   // truncated file on ext4 flushes it on close, seconds in all on a busy disk).
-  const fs::path bad_dir = ::access("/dev/shm", W_OK) == 0
-                               ? fs::path("/dev/shm") / ("bosch-crash-" + std::to_string(::getpid()))
-                               : dir;
+  const fs::path bad_dir =
+      ::access("/dev/shm", W_OK) == 0
+          ? fs::path("/dev/shm") / ("bosch-crash-" + std::to_string(::getpid()))
+          : dir;
   fs::create_directories(bad_dir);
   const fs::path bad = bad_dir / "bad.ckpt";
 
@@ -324,7 +325,9 @@ TEST_CASE("torn, truncated or bit-flipped checkpoints are rejected whole, naming
   CHECK(where_of() == bad.string() + ": evaluations[2].score");
   edited([](json& j) { j["evaluations"][2]["stage"] = "probe"; });
   CHECK(where_of() == bad.string() + ": evaluations[2].stage");
-  edited([](json& j) { j["evaluations"][2]["score"] = 0.5; });  // both checksums valid only for the old score
+  edited([](json& j) {
+    j["evaluations"][2]["score"] = 0.5;
+  });  // both checksums valid only for the old score
   CHECK(where_of() == bad.string() + ": log_checksum");
   edited([](json& j) { j.erase("log_checksum"); });
   CHECK(where_of() == bad.string() + ": log_checksum");

@@ -93,13 +93,20 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) usage(("missing value of " + a).c_str());
       return argv[++i];
     };
-    if (a == "--checkpoint") checkpoint = value();
-    else if (a == "--out") out = value();
-    else if (a == "--resume") resume = true;
-    else if (a == "--sleep-us") sleep_us = std::stol(value());
-    else if (a == "--seed") seed = std::stoull(value());
-    else if (a == "--variant") variant = value();
-    else usage(("unknown argument " + a).c_str());
+    if (a == "--checkpoint")
+      checkpoint = value();
+    else if (a == "--out")
+      out = value();
+    else if (a == "--resume")
+      resume = true;
+    else if (a == "--sleep-us")
+      sleep_us = std::stol(value());
+    else if (a == "--seed")
+      seed = std::stoull(value());
+    else if (a == "--variant")
+      variant = value();
+    else
+      usage(("unknown argument " + a).c_str());
   }
   if (checkpoint.empty() || out.empty()) usage("--checkpoint and --out are required");
   try {
@@ -118,9 +125,12 @@ int main(int argc, char** argv) {
                      {"stage", bosch::to_string(rec.stage)},
                      {"mask", bits(rec.mask)},
                      {"score", rec.score}});
-    const nlohmann::json j = {{"mask", bits(r.mask)},          {"score", r.score},
-                              {"evaluations", r.evaluations},  {"replayed", r.replayed},
-                              {"evaluator_calls", r.evaluator_calls}, {"log", log}};
+    const nlohmann::json j = {{"mask", bits(r.mask)},
+                              {"score", r.score},
+                              {"evaluations", r.evaluations},
+                              {"replayed", r.replayed},
+                              {"evaluator_calls", r.evaluator_calls},
+                              {"log", log}};
     bosch::io::write_file_atomic(out, j.dump(1) + "\n");
   } catch (const std::exception& x) {
     std::fprintf(stderr, "bosch_search_child: %s\n", x.what());

@@ -83,6 +83,31 @@ inline nlohmann::json options_to_json(const Options& o) {
                         {"resume_from", o.resume_from}};
 }
 
+namespace detail {
+/// An integer JSON value of type T; format_error (where = `where`) for a
+/// non-integer (nlohmann's get<int>() would truncate a float, with undefined
+/// behaviour when it is out of range) or a value outside T's range.
+template <class T>
+T json_integer(const nlohmann::json& v, const std::string& where) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    const auto x = v.get<std::int64_t>();
+    if (std::in_range<T>(x)) return static_cast<T>(x);
+  } else {
+    throw format_error(std::string("expected an integer, found ") + v.type_name(), where);
+  }
+  throw format_error("integer " + v.dump() + " out of range", where);
+}
+/// A number (format_error naming `where` otherwise, e.g. null for a NaN).
+inline double json_number(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_number())
+    throw format_error(std::string("expected a number, found ") + v.type_name(), where);
+  return v.get<double>();
+}
+}  // namespace detail
+
 /// Options from JSON: fields absent keep their defaults; unknown fields,
 /// wrongly typed values and unknown enum names raise bosch::format_error
 /// (where = `where` + field). The result is validated
@@ -93,32 +118,33 @@ inline Options options_from_json(const nlohmann::json& j, const std::string& whe
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const auto& v = it.value();
+    const std::string at = where + ": " + k;
     try {
       // clang-format off
-      if (k == "target_ratio") o.target_ratio = v.get<double>();
-      else if (k == "seed") o.seed = v.get<std::uint64_t>();
+      if (k == "target_ratio") o.target_ratio = detail::json_number(v, at);
+      else if (k == "seed") o.seed = detail::json_integer<std::uint64_t>(v, at);
       else if (k == "variant") o.variant = parse_variant(v.get<std::string>());
-      else if (k == "max_evaluations") o.max_evaluations = v.get<std::size_t>();
-      else if (k == "probe_budget") o.probe_budget = v.get<std::size_t>();
+      else if (k == "max_evaluations") o.max_evaluations = detail::json_integer<std::size_t>(v, at);
+      else if (k == "probe_budget") o.probe_budget = detail::json_integer<std::size_t>(v, at);
       else if (k == "drop_mode") o.drop_mode = parse_drop_mode(v.get<std::string>());
       else if (k == "ratio_levels") o.ratio_levels = v.get<std::vector<double>>();
-      else if (k == "level_spread") o.level_spread = v.get<int>();
+      else if (k == "level_spread") o.level_spread = detail::json_integer<int>(v, at);
       else if (k == "ratio_init") o.ratio_init = parse_ratio_init(v.get<std::string>());
-      else if (k == "chunk_budget") o.chunk_budget = v.get<std::size_t>();
-      else if (k == "max_vars") o.max_vars = v.get<int>();
-      else if (k == "group_rounds") o.group_rounds = v.get<int>();
+      else if (k == "chunk_budget") o.chunk_budget = detail::json_integer<std::size_t>(v, at);
+      else if (k == "max_vars") o.max_vars = detail::json_integer<int>(v, at);
+      else if (k == "group_rounds") o.group_rounds = detail::json_integer<int>(v, at);
       else if (k == "group_init") o.group_init = parse_group_init(v.get<std::string>());
-      else if (k == "layer_budget") o.layer_budget = v.get<std::size_t>();
+      else if (k == "layer_budget") o.layer_budget = detail::json_integer<std::size_t>(v, at);
       else if (k == "inner_solver") o.inner_solver = parse_inner_solver(v.get<std::string>());
       else if (k == "exhaustive_when_fits") o.exhaustive_when_fits = v.get<bool>();
-      else if (k == "lambda") o.lambda = v.get<int>();
-      else if (k == "max_swaps") o.max_swaps = v.get<int>();
-      else if (k == "restart_after") o.restart_after = v.get<int>();
+      else if (k == "lambda") o.lambda = detail::json_integer<int>(v, at);
+      else if (k == "max_swaps") o.max_swaps = detail::json_integer<int>(v, at);
+      else if (k == "restart_after") o.restart_after = detail::json_integer<int>(v, at);
       else if (k == "accept_equal") o.accept_equal = v.get<bool>();
-      else if (k == "alpha") o.alpha = v.get<double>();
+      else if (k == "alpha") o.alpha = detail::json_number(v, at);
       else if (k == "penalty_scope") o.penalty_scope = parse_penalty_scope(v.get<std::string>());
-      else if (k == "mutation_rate") o.mutation_rate = v.get<double>();
-      else if (k == "batch_size") o.batch_size = v.get<std::size_t>();
+      else if (k == "mutation_rate") o.mutation_rate = detail::json_number(v, at);
+      else if (k == "batch_size") o.batch_size = detail::json_integer<std::size_t>(v, at);
       else if (k == "return_best_seen") o.return_best_seen = v.get<bool>();
       else if (k == "resume_from") o.resume_from = v.get<std::string>();
       else throw format_error("unknown option field", where + ": " + k);
@@ -199,28 +225,6 @@ inline std::string dump_text(const nlohmann::json& j, int indent = -1) {
 inline std::string document_checksum(nlohmann::json j) {
   if (j.is_object()) j.erase("checksum");
   return hex64(fnv1a(dump_text(j)));
-}
-/// An integer JSON value of type T; format_error (where = `where`) for a
-/// non-integer (nlohmann's get<int>() would truncate a float, with undefined
-/// behaviour when it is out of range) or a value outside T's range.
-template <class T>
-T json_integer(const nlohmann::json& v, const std::string& where) {
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (std::in_range<T>(u)) return static_cast<T>(u);
-  } else if (v.is_number_integer()) {
-    const auto x = v.get<std::int64_t>();
-    if (std::in_range<T>(x)) return static_cast<T>(x);
-  } else {
-    throw format_error(std::string("expected an integer, found ") + v.type_name(), where);
-  }
-  throw format_error("integer " + v.dump() + " out of range", where);
-}
-/// A number (format_error naming `where` otherwise, e.g. null for a NaN).
-inline double json_number(const nlohmann::json& v, const std::string& where) {
-  if (!v.is_number())
-    throw format_error(std::string("expected a number, found ") + v.type_name(), where);
-  return v.get<double>();
 }
 /// The options that must match for a resume.
 inline nlohmann::json resume_relevant(nlohmann::json j) {
