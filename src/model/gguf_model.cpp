@@ -168,7 +168,10 @@ Config config_from_gguf(const gguf::File& f) {
                        f.where_key(key("rope.dimension_count")));
   if (c.head_dim % 2 != 0)
     throw format_error("odd head dimension " + std::to_string(c.head_dim), f.where_key(key("attention.key_length")));
-  c.max_position = f.get_int32(key("context_length"), 0);
+  c.max_position = f.get_int32(key("context_length"), 0);  // 0: not given
+  if (c.max_position < 0)
+    throw format_error("must not be negative, got " + std::to_string(c.max_position),
+                       f.where_key(key("context_length")));
   c.rms_eps = f.get_float(key("attention.layer_norm_rms_epsilon"), 1e-5);
   if (!(c.rms_eps > 0.0)) throw format_error("must be positive", f.where_key(key("attention.layer_norm_rms_epsilon")));
   c.rope_theta = f.get_float(key("rope.freq_base"), 10000.0);

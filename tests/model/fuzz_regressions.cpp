@@ -97,3 +97,13 @@ TEST_CASE("fuzz regression: config.json numbers beyond int are errors, not undef
   CHECK(parse_hf_config(base + "8192}}", "config.json").config.rope_scaling.original_max_position ==
         8192);
 }
+
+TEST_CASE("hardening: a negative GGUF context length is rejected, naming the key") {
+  w::TempDir dir("fuzzreg-ctx");
+  const auto path = dir / "model.gguf";
+  auto g = w::gguf_writer(tiny());
+  REQUIRE(g.remove_key("llama.context_length"));
+  g.set_i32("llama.context_length", -4096);
+  g.write(path);
+  CHECK(load_error_where(path) == path.string() + ": key 'llama.context_length'");
+}
