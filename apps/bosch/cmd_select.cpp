@@ -4,6 +4,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 
+#include <bosch/io/file_lock.hpp>
 #include <bosch/io/svg.hpp>
 
 #include <csignal>
@@ -151,6 +152,8 @@ int run_select(int argc, char** argv) {
     const bool default_checkpoint = checkpoint.empty();
     if (default_checkpoint) checkpoint = (out == "-" ? std::string("bosch-select") : out) + ".checkpoint";
     const std::string identity_path = checkpoint + ".run.json";
+    // One run per checkpoint: a second one would overwrite the first's checkpoint.
+    io::FileLock checkpoint_lock(checkpoint + ".lock", "checkpoint '" + checkpoint + "'");
     if (resume && !std::filesystem::exists(checkpoint))
       throw runtime_failure("--resume: no checkpoint at '" + checkpoint +
                             "' (give the --checkpoint or --out of the interrupted run)");
@@ -273,6 +276,7 @@ int run_select(int argc, char** argv) {
         std::error_code ec;
         std::filesystem::remove(checkpoint, ec);
         std::filesystem::remove(identity_path, ec);
+        checkpoint_lock.release(/*remove_file=*/true);
       }
 
       oo.info() << "SWA heads (S) per layer, layer 0 first:\n" << to_grid(result.mask);

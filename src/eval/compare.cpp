@@ -5,12 +5,14 @@
 #include <bosch/error.hpp>
 #include <bosch/eval/compare.hpp>
 #include <bosch/io/atomic_file.hpp>
+#include <bosch/io/file_lock.hpp>
 #include <bosch/io/mask_io.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -232,6 +234,11 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const
   };
   std::filesystem::create_directories(options.output_dir);
   const auto path = options.output_dir / "results.json";
+  // A second run on the same directory would rewrite results.json from its own
+  // state and drop the cells the first one finished: refuse it. Report-only
+  // runs write no results.json and may read a file a running job is filling.
+  std::optional<io::FileLock> lock;
+  if (options.compute_missing) lock.emplace(options.output_dir / ".results.lock", "comparison output directory");
   Stored stored = read_stored(path, layout, options.run);
 
   ComparisonResult res;

@@ -4,6 +4,7 @@
 #include <bosch/cpu/backend.hpp>
 #include <bosch/eval/compare.hpp>
 #include <bosch/io/atomic_file.hpp>
+#include <bosch/io/file_lock.hpp>
 
 #include <doctest/doctest.h>
 
@@ -201,6 +202,15 @@ TEST_CASE("comparison runner: all outputs, then a resume that recomputes nothing
   CHECK(report.all_full.all.accuracy == 1.0);
   CHECK(nlohmann::json::parse(io::read_file(o.output_dir / "results.json"))["cells"].size() == 15);
   CHECK(io::read_file(o.output_dir / "table.md").find("| RANKED | ") != std::string::npos);
+
+  // A second run on a directory another run is filling is refused (its
+  // results.json rewrite would drop the first run's cells); report-only is not.
+  {
+    io::FileLock running(o.output_dir / ".results.lock", "comparison output directory");
+    CHECK_THROWS_WITH_AS(run_comparison(methods, score, lay, o),
+                         doctest::Contains("in use by another process"), bosch::file_error);
+    CHECK_NOTHROW(run_comparison(methods, score, lay, o4));
+  }
 
   // Other settings are refused; a corrupt file is a format error.
   auto o3 = o;

@@ -3,6 +3,7 @@
 #include "cli_support.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/file_lock.hpp>
 
 using namespace bosch::test::cli;
 
@@ -109,4 +110,14 @@ TEST_CASE("runtime errors exit 1: unreadable model, corrupt files, mismatched ma
   }
   check_error(run(small_select(m, t) + std::vector<std::string>{"-q", "-o", dir / "r.json", "--resume"}, dir), 1,
               "select", "r.json.checkpoint");
+
+  // A second select on a checkpoint a running select holds (the lock stands in
+  // for that run) is refused before it writes anything.
+  {
+    bosch::io::FileLock running(dir / "busy.json.checkpoint.lock", "checkpoint");
+    check_error(run(small_select(m, t) + std::vector<std::string>{"-q", "-o", dir / "busy.json"}, dir), 1,
+                "select", "is in use by another process");
+    CHECK(!fs::exists(dir / "busy.json"));
+    CHECK(!fs::exists(dir / "busy.json.checkpoint.run.json"));
+  }
 }

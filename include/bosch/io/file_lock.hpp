@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file file_lock.hpp
+/// An exclusive lock that one process holds on a resumable output (a search
+/// checkpoint, a comparison's results file) while it writes it. Two runs
+/// writing the same file would each rewrite it from their own state and drop
+/// what the other had finished; the second run is refused at once instead.
+///
+/// The lock is an advisory flock(2) on a small lock file beside the output.
+/// The kernel releases it when the process ends, however it ends (SIGKILL
+/// included), so a crashed run never leaves a stale lock that blocks --resume;
+/// the lock file itself may stay behind and is harmless. Without POSIX I/O the
+/// lock is a no-op.
+
+#include <bosch/error.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#if __has_include(<sys/file.h>) && __has_include(<unistd.h>)
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+#define BOSCH_HAVE_FLOCK 1
+#endif
+
+namespace bosch::io {
+
+/// Holds an exclusive lock on `lock_path` (created if missing) for its
+/// lifetime. Throws bosch::file_error (where = lock_path) when another process
+/// holds it ("<what> is in use by another process ...") or the lock file
+/// cannot be created.
+class FileLock {
+ public:
+  /// @param lock_path the lock file, e.g. "<output>.lock".
+  /// @param what      what the lock protects, for the error message.
+  FileLock(std::filesystem::path lock_path, const std::string& what) : path_(std::move(lock_path)) {
+#ifdef BOSCH_HAVE_FLOCK
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw file_error(std::string("cannot create lock file: ") + std::strerror(errno), path_.string());
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      if (err == EWOULDBLOCK)
+        throw file_error(what + " is in use by another process (wait for it to finish or stop it, then run again)",
+                         path_.string());
+      throw file_error(std::string("cannot lock: ") + std::strerror(err), path_.string());
+    }
+#else
+    (void)what;
+#endif
+  }
+
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+  ~FileLock() { release(); }
+
+  /// Releases the lock; with `remove_file`, deletes the lock file first (call
+  /// it when the protected output is finished and nothing is left to resume).
+  void release(bool remove_file = false) noexcept {
+#ifdef BOSCH_HAVE_FLOCK
+    if (fd_ < 0) return;
+    if (remove_file) {
+      std::error_code ec;
+      std::filesystem::remove(path_, ec);
+    }
+    ::close(fd_);  // closing the last descriptor releases the flock
+    fd_ = -1;
+#else
+    (void)remove_file;
+#endif
+  }
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
+}  // namespace bosch::io
