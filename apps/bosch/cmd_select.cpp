@@ -87,6 +87,9 @@ int run_select(int argc, char** argv) {
         "total evaluation budget (0 = none; else >= 3)")(
         "max-vars", po::value(&options.max_vars)->default_value(options.max_vars)->value_name("N"),
         "most KV heads per Stage 3 chunk")(
+        "level-spread", po::value(&options.level_spread)->default_value(options.level_spread)->value_name("N"),
+        "Stage 2: allowed per-layer SWA counts lie within N heads of rho*Hkv (0 = automatic, "
+        "max(1, round(Hkv/4)))")(
         "group-rounds", po::value(&options.group_rounds)->default_value(options.group_rounds)->value_name("N"),
         "passes of Stage 3 over all buckets")(
         "inner-solver", po::value(&inner)->default_value(inner)->value_name("NAME"),

@@ -50,6 +50,7 @@ TEST_CASE("select: usage errors exit 2 with one line naming the option") {
   check_error(sel({"--max-evaluations", "2"}), 2, "select", "--max-evaluations");
   check_error(sel({"--probe-budget", "0"}), 2, "select", "--probe-budget");
   check_error(sel({"--samples", "0"}), 2, "select", "--samples");
+  check_error(sel({"--level-spread", "-1"}), 2, "select", "--level-spread: must be >= 0");
   check_error(sel({"--format", "xml"}), 2, "select", "--format: unknown mask format");
   check_error(sel({"--threads", "-2"}), 2, "select", "--threads");
   if (!BOSCH_CLI_CUDA) check_error(sel({"--device", "cuda"}), 2, "select", "this build has no CUDA support");
