@@ -63,7 +63,7 @@ int run_select(int argc, char** argv) {
     Options options;
     std::string variant = "full", inner = "swap", out = "mask.json", format, checkpoint, log, svg;
     bool resume = false, report = false;
-    std::size_t checkpoint_every = 10, progress_every = 1, stop_after = 0;
+    std::size_t checkpoint_every = 1, progress_every = 1, stop_after = 0;
     std::string stop_signal = "int";
 
     CommandLine cl("select", "bosch select [options] --model MODEL [--ratio R] [-o OUT]",
@@ -102,7 +102,8 @@ int run_select(int argc, char** argv) {
         "checkpoint", po::value(&checkpoint)->value_name("FILE"),
         "checkpoint file (default OUT.checkpoint, removed after a successful run)")(
         "checkpoint-every", po::value(&checkpoint_every)->default_value(checkpoint_every)->value_name("N"),
-        "write the checkpoint every N evaluations (and always when stopping)")(
+        "write the checkpoint every N evaluations (and always when stopping); 1 = a crash, even SIGKILL, "
+        "loses no finished evaluation")(
         "resume", po::bool_switch(&resume), "continue from the checkpoint of an interrupted run")(
         "log", po::value(&log)->value_name("FILE"),
         "JSON-lines log, one record per evaluation (index, stage, score, swa, seconds, mask)")(
