@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <unistd.h>
 
 namespace bosch::test {
 
@@ -45,6 +47,34 @@ inline std::filesystem::path default_model() {
   if (in_ci()) FAIL("default model missing under CI (run scripts/fetch-model): " << p.string());
   MESSAGE("SKIPPED: default model not fetched (run scripts/fetch-model): " << p.string());
   return {};
+}
+
+/// Path `name` in a per-process scratch directory for `area` (created).
+inline std::filesystem::path scratch_path(const std::string& area, const std::string& name) {
+  const auto d = std::filesystem::temp_directory_path() /
+                 ("bosch_" + area + "_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d / name;
+}
+
+/// Writes `text` to `path` (binary, truncating); the test fails if it cannot.
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  REQUIRE(out.good());
+}
+
+/// Writes `text` to `path`, calls `read(path)` and returns where() of the
+/// Error it raises, or "(accepted)" when it raises none.
+template <class Error, class Read>
+std::string error_where(const std::filesystem::path& path, const std::string& text, Read read) {
+  write_text(path, text);
+  try {
+    (void)read(path);
+  } catch (const Error& e) {
+    return e.where();
+  }
+  return "(accepted)";
 }
 
 }  // namespace bosch::test

@@ -6,37 +6,21 @@
 
 #include <bosch/io/mask_io.hpp>
 
+#include "test_support.hpp"
+
 #include <filesystem>
-#include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("bosch_io_fuzzreg_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d / name;
-}
-
-void write(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-  REQUIRE(out.good());
-}
+fs::path scratch(const std::string& name) { return bosch::test::scratch_path("io_fuzzreg", name); }
 
 /// where() of the format_error that read_mask_json raises on `text`.
 std::string json_error_where(const std::string& text) {
-  const fs::path p = scratch("m.json");
-  write(p, text);
-  try {
-    (void)bosch::io::read_mask_json(p);
-  } catch (const bosch::format_error& e) {
-    return e.where();
-  }
-  return "(accepted)";
+  return bosch::test::error_where<bosch::format_error>(scratch("m.json"), text,
+                                                       [](const fs::path& p) { return bosch::io::read_mask_json(p); });
 }
 
 }  // namespace

@@ -36,10 +36,7 @@ HeadMask random_mask(const HeadLayout& lay, std::uint64_t seed) {
   return m;
 }
 
-void write_text(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
+using bosch::test::write_text;
 
 }  // namespace
 

@@ -7,39 +7,22 @@
 
 #include <bosch/search/checkpoint.hpp>
 
+#include "test_support.hpp"
+
 #include <filesystem>
-#include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  const fs::path d =
-      fs::temp_directory_path() / ("bosch_search_fuzzreg_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d / name;
-}
-
-void write(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-  REQUIRE(out.good());
-}
+fs::path scratch(const std::string& name) { return bosch::test::scratch_path("search_fuzzreg", name); }
 
 /// where() of the format_error that read_checkpoint raises on `text`.
 std::string read_error_where(const std::string& text) {
-  const fs::path p = scratch("c.json");
-  write(p, text);
-  try {
-    (void)bosch::read_checkpoint(p);
-  } catch (const bosch::format_error& e) {
-    return e.where();
-  }
-  return "(accepted)";
+  return bosch::test::error_where<bosch::format_error>(scratch("c.json"), text,
+                                                       [](const fs::path& p) { return bosch::read_checkpoint(p); });
 }
 
 /// A valid checkpoint document of three records, edited by `edit`, with its

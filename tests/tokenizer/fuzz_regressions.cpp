@@ -6,6 +6,7 @@
 #include <bosch/model/tokenizer.hpp>
 #include <bosch/model/tokenizer_json.hpp>
 
+#include "model/writers.hpp"
 #include "test_support.hpp"
 
 #include <nlohmann/json.hpp>
@@ -21,19 +22,7 @@ namespace {
 /// U+0100 onwards) with ids 0..255 and a ByteLevel pre-tokenizer.
 json minimal() {
   json vocab = json::object();
-  int next = 0x100;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const int cp = printable ? b : next++;
-    std::string s;
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    vocab[s] = b;
-  }
+  for (int b = 0; b < 256; ++b) vocab[bosch::test::writers::byte_level_char(static_cast<std::uint8_t>(b))] = b;
   return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}},
           {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}}};
 }

@@ -5,6 +5,7 @@
 #include <bosch/error.hpp>
 #include <bosch/model/tokenizer.hpp>
 
+#include "model/writers.hpp"
 #include "test_support.hpp"
 
 #include <boost/random/mersenne_twister.hpp>
@@ -19,29 +20,7 @@ namespace {
 using bosch::model::Tokenizer;
 using bosch::model::TokenizerSpec;
 
-/// UTF-8 of a code point below U+0800 (enough for the byte-level table).
-std::string utf8(int cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
-
-/// The byte-level character of byte b (GPT-2: printable Latin-1 bytes are
-/// themselves; the others are U+0100, U+0101, ... in byte order).
-std::string byte_char(int b) {
-  int next = 0x100;
-  for (int k = 0; k < 256; ++k) {
-    const bool printable = (k >= 0x21 && k <= 0x7E) || (k >= 0xA1 && k <= 0xAC) || k >= 0xAE;
-    const int cp = printable ? k : next++;
-    if (k == b) return utf8(cp);
-  }
-  return {};
-}
+using bosch::test::writers::byte_level_char;  // GPT-2 byte -> character table
 
 /// Byte-level spec: ids 0..255 are the bytes, then `extra` tokens in order.
 TokenizerSpec byte_spec(const std::vector<std::string>& extra, std::vector<std::string> merges,
@@ -49,7 +28,7 @@ TokenizerSpec byte_spec(const std::vector<std::string>& extra, std::vector<std::
   TokenizerSpec s;
   s.kind = TokenizerSpec::Kind::byte_bpe;
   s.pre = pre;
-  for (int b = 0; b < 256; ++b) s.tokens.push_back(byte_char(b));
+  for (int b = 0; b < 256; ++b) s.tokens.push_back(byte_level_char(static_cast<std::uint8_t>(b)));
   for (const auto& t : extra) s.tokens.push_back(t);
   s.merges = std::move(merges);
   s.add_space_prefix = false;

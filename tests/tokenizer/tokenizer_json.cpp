@@ -8,6 +8,7 @@
 #include <bosch/model/tokenizer.hpp>
 #include <bosch/model/tokenizer_json.hpp>
 
+#include "model/writers.hpp"
 #include "test_support.hpp"
 
 #include <nlohmann/json.hpp>
@@ -64,23 +65,9 @@ std::string error_where(F&& f) {
 // tokens and a BOS template.
 json small_tokenizer() {
   json vocab = json::object();
-  const char* hex = "0123456789abcdef";
-  (void)hex;
   // The byte-level characters, written out: printable bytes are themselves,
   // the others U+0100.. in order (GPT-2's table).
-  int next = 0x100;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-    const int cp = printable ? b : next++;
-    std::string s;
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    vocab[s] = b;
-  }
+  for (int b = 0; b < 256; ++b) vocab[bosch::test::writers::byte_level_char(static_cast<std::uint8_t>(b))] = b;
   // "Ġ" is the byte-level form of ' '.
   const std::vector<std::string> merged = {"he", "ll", "hell", "hello", "\xC4\xA0w", "or",
                                            "\xC4\xA0wor", "ld", "\xC4\xA0world"};
