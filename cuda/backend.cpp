@@ -92,10 +92,8 @@ inline const void* half_at(const void* base, std::size_t index) {
 
 void check_windows(const AttentionWindows& w, const HeadLayout& layout, const char* where) {
   if (w.mask.size() != 0 && !(w.mask.layout() == layout))
-    throw invalid_argument("window mask layout " + std::to_string(w.mask.layout().num_layers) + "x" +
-                               std::to_string(w.mask.layout().num_kv_heads) +
-                               " does not match the model's " + std::to_string(layout.num_layers) +
-                               "x" + std::to_string(layout.num_kv_heads),
+    throw invalid_argument("window mask layout " + to_string(w.mask.layout()) +
+                               " does not match the model's " + to_string(layout),
                            where);
   if (w.mask.size() != 0 && w.mask.count() > 0 && w.window < 1)
     throw invalid_argument("window must be >= 1 when heads are windowed, got " +

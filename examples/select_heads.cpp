@@ -15,6 +15,7 @@
 // is window 1024, 32k-token context and 64 NIAH samples (16 per task):
 //   --window 1024 --context 32768 --samples 16 (on a GPU).
 #include <bosch/bosch.hpp>
+#include <bosch/io/checkpoint.hpp>
 #include <bosch/cpu/backend.hpp>
 #include <bosch/eval/report.hpp>
 #include <bosch/eval/suite.hpp>
@@ -86,10 +87,8 @@ int main(int argc, char** argv) try {
   options.variant = bosch::parse_variant(variant);
   suite.kinds = bosch::parse_task_list(task_list);
   suite.seed = options.seed;
-  if (resume) {
-    if (checkpoint.empty()) throw bosch::invalid_argument("--resume needs --checkpoint", "--resume");
-    options.resume_from = checkpoint;
-  }
+  if (resume && checkpoint.empty())
+    throw bosch::invalid_argument("--resume needs --checkpoint", "--resume");
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -119,7 +118,10 @@ int main(int argc, char** argv) try {
   if (checkpoint.empty()) {
     result = bosch::select(evaluator, options, progress);
   } else {
-    result = bosch::select(evaluator, options, progress, bosch::Checkpoint(checkpoint, 5));
+    result = bosch::select(
+        evaluator, options, progress,
+        bosch::Checkpoint(checkpoint, 5,
+                          resume ? bosch::Checkpoint::resume : bosch::Checkpoint::start));
   }
   const double search_seconds = seconds();
 

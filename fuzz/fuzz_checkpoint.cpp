@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// libFuzzer target: search checkpoint files (bosch/search/checkpoint.hpp).
+// libFuzzer target: search checkpoint files (bosch/io/checkpoint.hpp).
 //
 // The input is written to a scratch file and read with read_checkpoint. Since
 // almost every mutation breaks the document checksum, the input is also read a
@@ -11,7 +11,7 @@
 
 #include "fuzz_support.hpp"
 
-#include <bosch/search/checkpoint.hpp>
+#include <bosch/io/checkpoint.hpp>
 
 #include <string>
 

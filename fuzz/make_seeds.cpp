@@ -10,7 +10,7 @@
 
 #include <bosch/bosch.hpp>
 #include <bosch/io/mask_io.hpp>
-#include <bosch/search/checkpoint.hpp>
+#include <bosch/io/checkpoint.hpp>
 
 #include <cstdio>
 #include <filesystem>

@@ -109,7 +109,7 @@ int run_baseline(int argc, char** argv) {
                         {"model", model.config.name},
                         {"model_file", model.source.filename().string()},
                         {"model_fingerprint", model.fingerprint},
-                        {"layout", layout_compact(layout)},
+                        {"layout", to_string(layout)},
                         {"target_ratio", ratio},
                         {"window", eo.window},
                         {"sinks", eo.sinks},

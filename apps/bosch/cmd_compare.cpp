@@ -51,6 +51,15 @@ std::vector<double> parse_ratios(const std::string& s) {
 
 }  // namespace
 
+namespace {
+/// Every search option but the ratio (the comparison runs several).
+nlohmann::json compare_search_identity(const Options& o) {
+  nlohmann::json j = options_to_json(o);
+  j.erase("target_ratio");
+  return j;
+}
+}  // namespace
+
 int run_compare(int argc, char** argv) {
   return run_command("compare", [&]() -> int {
     ModelOptions mo;
@@ -196,13 +205,7 @@ int run_compare(int argc, char** argv) {
                {"window", eo.window},
                {"sinks", eo.sinks},
                {"suite", to_json(suite)},
-               {"search",
-                {{"seed", search.seed},
-                 {"probe_budget", search.probe_budget},
-                 {"chunk_budget", search.chunk_budget},
-                 {"max_evaluations", search.max_evaluations},
-                 {"max_vars", search.max_vars},
-                 {"inner_solver", inner}}},
+               {"search", compare_search_identity(search)},
                {"rankings", hs.to_json()},
                {"layer_count", layer_count},
                {"held_out", {{"accuracy", !no_accuracy}, {"extra_tokens", extra_tokens}}}};

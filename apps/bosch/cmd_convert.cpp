@@ -50,7 +50,7 @@ int run_convert(int argc, char** argv) {
     write_mask_file(out, dst, f.mask, src == MaskFormat::json ? f.metadata : nlohmann::json::object());
     oo.detail() << "bosch convert: " << (in == "-" ? "<stdin>" : in) << " (" << to_string(src) << ") -> "
               << (out == "-" ? "<stdout>" : out) << " (" << to_string(dst) << "): "
-              << layout_compact(f.mask.layout()) << ", " << f.mask.count() << " of " << f.mask.size()
+              << to_string(f.mask.layout()) << ", " << f.mask.count() << " of " << f.mask.size()
               << " KV heads SWA\n";
     return exit_success;
   });

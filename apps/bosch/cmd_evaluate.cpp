@@ -125,7 +125,7 @@ int run_evaluate(int argc, char** argv) {
         nlohmann::json j{{"mask", mask_name},
                          {"model", model.config.name},
                          {"model_fingerprint", model.fingerprint},
-                         {"layout", layout_compact(layout)},
+                         {"layout", to_string(layout)},
                          {"swa_heads", mask_file.mask.count()},
                          {"ratio", mask_file.mask.ratio()},
                          {"window", eval_options.window},

@@ -172,7 +172,7 @@ int run_inspect(int argc, char** argv) {
     std::snprintf(buf, sizeof buf, "%d query, %d KV (group size %d), head dim %d", cfg.num_heads,
                   cfg.num_kv_heads, layout.valid() ? layout.group_size() : 0, cfg.head_dim);
     row("heads:", buf);
-    row("layout:", layout_compact(layout) + " (layers x query heads x KV heads; " +
+    row("layout:", to_string(layout) + " (layers x query heads x KV heads; " +
                        std::to_string(layout.size()) + " KV heads to choose from)");
     std::snprintf(buf, sizeof buf, "%.3fM (%llu, from the %s)", static_cast<double>(params) / 1e6,
                   static_cast<unsigned long long>(params), loaded_parameters ? "weights" : "configuration");

@@ -161,7 +161,6 @@ int run_select(int argc, char** argv) {
     if (resume && !std::filesystem::exists(checkpoint))
       throw runtime_failure("--resume: no checkpoint at '" + checkpoint +
                             "' (give the --checkpoint or --out of the interrupted run)");
-    if (resume) options.resume_from = checkpoint;
 
     // ---- model and tasks ------------------------------------------------------------
     const model::Model model = load_model(mo, oo);
@@ -223,7 +222,8 @@ int run_select(int argc, char** argv) {
         // report, writing files) they have their usual effect.
         SignalGuard guard;
         CliProgress progress_cb(oo.verbosity(), progress_every);
-        Checkpoint checkpoint_cb(checkpoint, checkpoint_every);
+        Checkpoint checkpoint_cb(checkpoint, checkpoint_every,
+                                 resume ? Checkpoint::resume : Checkpoint::start);
         StopOnSignal stop{stop_after, stop_signal == "term" ? SIGTERM : SIGINT, stop_signal == "wait"};
         result = select(evaluator, options, progress_cb, checkpoint_cb, log_cb, stop);
         stop_sig = SignalGuard::received();

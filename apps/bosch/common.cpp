@@ -210,36 +210,6 @@ TransformerEvaluatorOptions TaskOptions::evaluator() const {
 
 // ---- model -------------------------------------------------------------------------------------
 
-std::string layout_compact(const HeadLayout& l) {
-  return std::to_string(l.num_layers) + "x" + std::to_string(l.num_query_heads) + "x" +
-         std::to_string(l.num_kv_heads);
-}
-
-HeadLayout parse_layout(std::string_view text) {
-  std::vector<int> parts;
-  std::size_t pos = 0;
-  auto bad = [&] {
-    return invalid_argument("expected LxHqxHkv (layers x query heads x KV heads, e.g. 30x9x3), got '" +
-                                std::string(text) + "'",
-                            "layout");
-  };
-  while (pos <= text.size()) {
-    std::size_t x = text.find_first_of("xX", pos);
-    if (x == std::string_view::npos) x = text.size();
-    const std::string part(text.substr(pos, x - pos));
-    if (part.empty() || part.size() > 7 || part.find_first_not_of("0123456789") != std::string::npos)
-      throw bad();
-    parts.push_back(std::stoi(part));
-    pos = x + 1;
-  }
-  HeadLayout l;
-  if (parts.size() == 3) l = {parts[0], parts[1], parts[2]};
-  else if (parts.size() == 2) l = {parts[0], parts[1], parts[1]};
-  else throw bad();
-  if (!l.valid()) throw bad();
-  return l;
-}
-
 model::Model load_model(const ModelOptions& o, const OutputOptions& out) {
   model::Model m;
   try {
@@ -252,7 +222,7 @@ model::Model load_model(const ModelOptions& o, const OutputOptions& out) {
   const double n = static_cast<double>(m.parameter_count());
   std::snprintf(params, sizeof params, n < 1e9 ? "%.3gM" : "%.3gB", n < 1e9 ? n / 1e6 : n / 1e9);
   out.info() << "model: " << (c.name.empty() ? m.source.filename().string() : c.name) << " ("
-             << model::to_string(c.arch) << ", " << layout_compact(c.layout()) << " heads, "
+             << model::to_string(c.arch) << ", " << to_string(c.layout()) << " heads, "
              << params << " parameters)\n";
   return m;
 }
@@ -452,9 +422,9 @@ void write_mask_file(const std::filesystem::path& path, MaskFormat format, const
 void require_model_layout(const HeadMask& mask, const HeadLayout& model_layout,
                           const std::string& file) {
   if (!(mask.layout() == model_layout))
-    throw runtime_failure(file + ": mask layout " + layout_compact(mask.layout()) +
+    throw runtime_failure(file + ": mask layout " + to_string(mask.layout()) +
                           " (layers x query heads x KV heads) does not match the model's " +
-                          layout_compact(model_layout));
+                          to_string(model_layout));
 }
 
 nlohmann::json to_json(const TaskScore& t) {

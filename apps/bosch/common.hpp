@@ -34,6 +34,7 @@
 /// error is one line on stderr: "bosch <cmd>: <message>".
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/checkpoint.hpp>
 #include <bosch/cpu/backend.hpp>
 #include <bosch/eval/report.hpp>
 #include <bosch/eval/suite.hpp>
@@ -191,11 +192,6 @@ struct TaskOptions {
 /// Loads the model of `o` and prints one summary line to out.info().
 model::Model load_model(const ModelOptions& o, const OutputOptions& out);
 
-/// "L layers x Hq query heads x Hkv KV heads" in compact form "LxHqxHkv".
-std::string layout_compact(const HeadLayout& l);
-/// Parses "LxHqxHkv" (or "LxHkv": query heads = KV heads). Throws
-/// bosch::invalid_argument (where "layout") when malformed or invalid.
-HeadLayout parse_layout(std::string_view text);
 
 namespace detail {
 /// Constructs a backend B(model, options); a model it cannot run

@@ -8,7 +8,8 @@
 /// - the bosch::Evaluator concept and its optional capabilities (evaluator.hpp)
 /// - bosch::Options, bosch::Result, bosch::EvaluationRecord (options.hpp)
 /// - bosch::Objective: memo, anchors, normalization, loss, log (objective.hpp)
-/// - callbacks: ProgressReporter, EarlyStop, Checkpoint (callbacks.hpp)
+/// - callbacks: ProgressReporter, EarlyStop (callbacks.hpp); checkpoints and
+///   resume are io/checkpoint.hpp's Checkpoint callback
 /// - bosch::select(evaluator, options, callbacks...) (search/select.hpp)
 /// - model-free baselines: RAND, BME, INTR, mask_from_scores (baselines/)
 /// - mask files: JSON, DuoAttention-style TSV, text grid (io/mask_io.hpp)
@@ -33,7 +34,6 @@
 #include <bosch/options.hpp>
 #include <bosch/objective.hpp>
 #include <bosch/callbacks.hpp>
-#include <bosch/search/checkpoint.hpp>
 #include <bosch/search/select.hpp>
 #include <bosch/baselines/layer.hpp>
 #include <bosch/baselines/ranking.hpp>

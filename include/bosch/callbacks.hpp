@@ -17,15 +17,19 @@
 ///     end_stage     (const SearchView&, Stage)
 ///     on_evaluation (const SearchView&, const EvaluationRecord&)  // every new evaluation
 ///     on_improvement(const SearchView&, const EvaluationRecord&)  // new best exact-count mask
+///     replay_log    (const SearchView&) -> std::vector<EvaluationRecord>
+///                   // once, before the first evaluation: evaluations already made
+///                   // by an earlier run of this search (resume); they are answered
+///                   // from the list instead of the evaluator
 ///
-/// Built-ins: ProgressReporter (progress lines to a stream), EarlyStop
-/// (patience, target score, wall-clock and evaluation limits) and Checkpoint
-/// (periodic checkpoint files for resume, see search/checkpoint.hpp).
+/// Built-ins: ProgressReporter (progress lines to a stream) and EarlyStop
+/// (patience, target score, wall-clock and evaluation limits). Checkpoint
+/// files and resume are io/checkpoint.hpp's Checkpoint callback (outside the
+/// search core, which knows no file format).
 
 #include <bosch/error.hpp>
 #include <bosch/mask.hpp>
 #include <bosch/options.hpp>
-#include <bosch/search/checkpoint.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -102,6 +106,13 @@ bool call_on_evaluation(C& c, const SearchView& v, const EvaluationRecord& r) {
     return as_stop([&] { return c.on_evaluation(v, r); });
   else
     return false;
+}
+template <class C>
+std::vector<EvaluationRecord> call_replay_log(C& c, const SearchView& v) {
+  if constexpr (requires { c.replay_log(v); })
+    return c.replay_log(v);
+  else
+    return {};
 }
 template <class C>
 bool call_on_improvement(C& c, const SearchView& v, const EvaluationRecord& r) {
@@ -208,46 +219,6 @@ struct EarlyStop {
   /// Internal state (public only so that EarlyStop stays an aggregate and can
   /// be built with designated initializers: EarlyStop{.patience = 50}).
   std::size_t since_best_ = static_cast<std::size_t>(-1);
-};
-
-/// Writes a checkpoint file (search/checkpoint.hpp) atomically every `every`
-/// evaluations and at the end of the search, for Options::resume_from. While
-/// a resumed search replays its checkpoint nothing is written, so the file
-/// never holds fewer evaluations than before (a search may be killed and
-/// resumed any number of times, at any moment).
-class Checkpoint {
- public:
-  /// @param path  checkpoint file (its directory must exist).
-  /// @param every write after every `every`-th evaluation (0 = only at the end).
-  explicit Checkpoint(std::filesystem::path path, std::size_t every = 10)
-      : path_(std::move(path)), every_(every) {}
-
-  void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
-    // A replayed evaluation (resume) is already in the checkpoint resumed
-    // from: writing now would replace that file with a shorter log, and a kill
-    // during the replay would lose the rest (found by tests/crash). Writing
-    // resumes with the first new evaluation.
-    const bool replay = v.replayed > replayed_;
-    replayed_ = v.replayed;
-    if (replay) return;
-    if (every_ > 0 && (r.index + 1) % every_ == 0) write(v, false);
-  }
-  void end_search(const SearchView& v, const Result& r) {
-    write(v, !r.stopped && !r.budget_exhausted);
-  }
-  /// Number of files written so far.
-  std::size_t writes() const noexcept { return writes_; }
-  const std::filesystem::path& path() const noexcept { return path_; }
-
- private:
-  void write(const SearchView& v, bool complete) {
-    write_checkpoint(path_, v.layout, *v.options, *v.log, complete);
-    ++writes_;
-  }
-  std::filesystem::path path_;
-  std::size_t every_;
-  std::size_t writes_ = 0;
-  std::size_t replayed_ = 0;  // SearchView::replayed at the last evaluation
 };
 
 }  // namespace bosch

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bosch {
@@ -45,13 +46,52 @@ struct HeadLayout {
   friend constexpr bool operator==(const HeadLayout&, const HeadLayout&) = default;
 };
 
+/// The compact text form "LxHqxHkv" (layers x query heads x KV heads, e.g.
+/// "30x9x3"), as printed in messages, mask metadata and checkpoints.
+inline std::string to_string(const HeadLayout& l) {
+  return std::to_string(l.num_layers) + "x" + std::to_string(l.num_query_heads) + "x" +
+         std::to_string(l.num_kv_heads);
+}
+
+/// Parses "LxHqxHkv" (or "LxHkv", meaning as many query heads as KV heads;
+/// 'x' or 'X'). Throws bosch::invalid_argument (where = "layout") when the
+/// text is malformed or the layout is invalid.
+inline HeadLayout parse_layout(std::string_view text) {
+  auto bad = [&] {
+    return invalid_argument("expected LxHqxHkv (layers x query heads x KV heads, e.g. 30x9x3), got '" +
+                                std::string(text) + "'",
+                            "layout");
+  };
+  std::vector<int> parts;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t x = text.find_first_of("xX", pos);
+    if (x == std::string_view::npos) x = text.size();
+    const std::string_view part = text.substr(pos, x - pos);
+    if (part.empty() || part.size() > 7 || part.find_first_not_of("0123456789") != std::string_view::npos)
+      throw bad();
+    int v = 0;
+    for (char c : part) v = v * 10 + (c - '0');
+    parts.push_back(v);
+    pos = x + 1;
+  }
+  HeadLayout l;
+  if (parts.size() == 3)
+    l = {parts[0], parts[1], parts[2]};
+  else if (parts.size() == 2)
+    l = {parts[0], parts[1], parts[1]};
+  else
+    throw bad();
+  if (!l.valid()) throw bad();
+  return l;
+}
+
 /// Throws bosch::invalid_argument naming `what` unless `layout.valid()`.
 inline void check_layout(const HeadLayout& layout, const std::string& what = "head layout") {
   if (!layout.valid())
-    throw invalid_argument("invalid layout " + std::to_string(layout.num_layers) + " layers x " +
-                               std::to_string(layout.num_query_heads) + " query heads x " +
-                               std::to_string(layout.num_kv_heads) +
-                               " KV heads (counts must be positive and KV heads must divide query heads)",
+    throw invalid_argument("invalid layout " + to_string(layout) +
+                               " (layers x query heads x KV heads: counts must be positive and KV "
+                               "heads must divide query heads)",
                            what);
 }
 
@@ -88,8 +128,7 @@ class HeadMask {
   std::size_t index(int layer, int kv) const {
     if (layer < 0 || layer >= layout_.num_layers || kv < 0 || kv >= layout_.num_kv_heads)
       throw invalid_argument("head (" + std::to_string(layer) + ", " + std::to_string(kv) +
-                             ") outside layout " + std::to_string(layout_.num_layers) + "x" +
-                             std::to_string(layout_.num_kv_heads));
+                             ") outside layout " + to_string(layout_));
     return static_cast<std::size_t>(layer) * static_cast<std::size_t>(layout_.num_kv_heads) +
            static_cast<std::size_t>(kv);
   }
@@ -150,10 +189,8 @@ class HeadMask {
 namespace detail {
 inline void check_same_layout(const HeadMask& a, const HeadMask& b, const char* what) {
   if (!(a.layout() == b.layout()))
-    throw invalid_argument("masks have different layouts (" + std::to_string(a.layout().num_layers) +
-                               "x" + std::to_string(a.layout().num_kv_heads) + " vs " +
-                               std::to_string(b.layout().num_layers) + "x" +
-                               std::to_string(b.layout().num_kv_heads) + ")",
+    throw invalid_argument("masks have different layouts (" + to_string(a.layout()) + " vs " +
+                               to_string(b.layout()) + ")",
                            what);
 }
 }  // namespace detail

@@ -131,53 +131,70 @@ inline const char* to_string(PenaltyScope v) noexcept {
   return v == PenaltyScope::per_layer ? "per_layer" : "global";
 }
 
-namespace detail {
-template <class T, std::size_t N>
-T parse_enum(std::string_view text, const std::array<T, N>& values, const char* option) {
+/// The values of each option enum, in declaration order (for parsing,
+/// listing in messages and bindings).
+template <class T>
+struct enum_values;
+template <>
+struct enum_values<Variant> {
+  static constexpr std::array values{Variant::full, Variant::single, Variant::multi,
+                                     Variant::layer};
+};
+template <>
+struct enum_values<InnerSolver> {
+  static constexpr std::array values{InnerSolver::swap, InnerSolver::penalized};
+};
+template <>
+struct enum_values<DropMode> {
+  static constexpr std::array values{DropMode::marginal, DropMode::cumulative};
+};
+template <>
+struct enum_values<RatioInit> {
+  static constexpr std::array values{RatioInit::relative, RatioInit::linear, RatioInit::quantile,
+                                     RatioInit::uniform};
+};
+template <>
+struct enum_values<GroupInit> {
+  static constexpr std::array values{GroupInit::stage1, GroupInit::random, GroupInit::full};
+};
+template <>
+struct enum_values<PenaltyScope> {
+  static constexpr std::array values{PenaltyScope::per_layer, PenaltyScope::global};
+};
+template <>
+struct enum_values<Stage> {
+  static constexpr std::array values{Stage::anchors, Stage::probes, Stage::ratios,
+                                     Stage::groups,  Stage::layers, Stage::repair};
+};
+
+/// The names of an option enum's values, comma-separated ("swap, penalized").
+template <class T>
+std::string enum_names() {
   std::string names;
-  for (T v : values) {
-    if (text == to_string(v)) return v;
+  for (T v : enum_values<T>::values) {
     names += names.empty() ? "" : ", ";
     names += to_string(v);
   }
-  throw invalid_argument(
-      "unknown value '" + std::string(text) + "' (expected one of: " + names + ")", option);
+  return names;
 }
-}  // namespace detail
 
-/// Parse the names printed by to_string(); throw bosch::invalid_argument naming
-/// the option and the accepted values otherwise (used by the CLI and checkpoints).
-inline Variant parse_variant(std::string_view s) {
-  return detail::parse_enum(
-      s, std::array{Variant::full, Variant::single, Variant::multi, Variant::layer}, "variant");
+/// Parses a name printed by to_string(); throws bosch::invalid_argument naming
+/// `option` and the accepted values otherwise (used by the CLI, checkpoints
+/// and the Python binding).
+template <class T>
+T parse_enum(std::string_view text, const char* option) {
+  for (T v : enum_values<T>::values)
+    if (text == to_string(v)) return v;
+  throw invalid_argument(
+      "unknown value '" + std::string(text) + "' (expected one of: " + enum_names<T>() + ")",
+      option);
 }
+
+inline Variant parse_variant(std::string_view s) { return parse_enum<Variant>(s, "variant"); }
 inline InnerSolver parse_inner_solver(std::string_view s) {
-  return detail::parse_enum(s, std::array{InnerSolver::swap, InnerSolver::penalized},
-                            "inner_solver");
+  return parse_enum<InnerSolver>(s, "inner_solver");
 }
-inline DropMode parse_drop_mode(std::string_view s) {
-  return detail::parse_enum(s, std::array{DropMode::marginal, DropMode::cumulative}, "drop_mode");
-}
-inline RatioInit parse_ratio_init(std::string_view s) {
-  return detail::parse_enum(
-      s,
-      std::array{RatioInit::relative, RatioInit::linear, RatioInit::quantile, RatioInit::uniform},
-      "ratio_init");
-}
-inline GroupInit parse_group_init(std::string_view s) {
-  return detail::parse_enum(s, std::array{GroupInit::stage1, GroupInit::random, GroupInit::full},
-                            "group_init");
-}
-inline PenaltyScope parse_penalty_scope(std::string_view s) {
-  return detail::parse_enum(s, std::array{PenaltyScope::per_layer, PenaltyScope::global},
-                            "penalty_scope");
-}
-inline Stage parse_stage(std::string_view s) {
-  return detail::parse_enum(s,
-                            std::array{Stage::anchors, Stage::probes, Stage::ratios, Stage::groups,
-                                       Stage::layers, Stage::repair},
-                            "stage");
-}
+inline Stage parse_stage(std::string_view s) { return parse_enum<Stage>(s, "stage"); }
 
 /// Every knob of bosch::select. All fields have defaults; only target_ratio
 /// and seed normally need setting. Budgets count evaluator calls on distinct
@@ -276,41 +293,125 @@ struct Options {
   /// Return the best-scoring evaluated mask with exactly the target count
   /// when it beats the variant's final incumbent. Default true [I].
   bool return_best_seen = true;
-  /// Checkpoint file to resume from (written by bosch::Checkpoint); empty =
-  /// start afresh. The checkpoint's layout, seed and options (all fields but
-  /// max_evaluations, batch_size and resume_from) must match.
-  std::string resume_from{};
 };
 
-/// Throws bosch::invalid_argument (where = the option's name) unless every
-/// field of `o` is in its domain.
+/// What an Options field is for.
+enum class FieldRole {
+  search,  ///< changes the search: part of a run's identity (checkpoints, reports)
+  run,     ///< how the run is carried out (budget cap, batching): a resume may change it
+};
+
+/// One Options field, for code that treats every field alike: validation,
+/// JSON (checkpoints, mask metadata, comparison identity), the command line
+/// and the Python binding. for_each_option() lists them all, in one place.
+template <class T>
+struct OptionField {
+  using value_type = T;
+  std::string_view name;  ///< the C++ member name, also the JSON key and the Python keyword
+  T Options::*member;     ///< the member
+  std::string_view help;  ///< one line for --help and docstrings
+  /// Domain check: "" when the value is valid, else what is wrong ("must be at
+  /// least 1, got 0"); nullptr = every value is valid.
+  std::string (*check)(const T&) = nullptr;
+  FieldRole role = FieldRole::search;
+  /// Command-line name when it is not `name` with '-' for '_' (e.g. "ratio").
+  std::string_view cli = {};
+};
+
+namespace detail {
+template <class T>
+std::string at_least_one(const T& v) {
+  return v >= 1 ? std::string() : "must be at least 1, got " + std::to_string(v);
+}
+inline std::string unit_interval(const double& v) {
+  return v >= 0.0 && v <= 1.0 ? std::string() : "must lie in [0, 1], got " + std::to_string(v);
+}
+}  // namespace detail
+
+/// Calls `f(OptionField<T>{...})` for every field of Options, in declaration
+/// order. This is the single list of the fields: validate(), the JSON form
+/// (io/options_json.hpp), the `bosch` command line and the Python binding are
+/// all generated from it, so a new field is added here and nowhere else.
+template <class F>
+void for_each_option(F&& f) {
+  using O = Options;
+  // clang-format off
+  f(OptionField<double>{"target_ratio", &O::target_ratio,
+      "fraction of KV heads made SWA, in (0, 1)",
+      [](const double& v) { return v > 0.0 && v < 1.0 ? std::string()
+          : "SWA ratio must lie in (0, 1), got " + std::to_string(v); },
+      FieldRole::search, "ratio"});
+  f(OptionField<std::uint64_t>{"seed", &O::seed, "search seed"});
+  f(OptionField<Variant>{"variant", &O::variant,
+      "pipeline: full | single | multi | layer (the paper's ablations)"});
+  f(OptionField<std::size_t>{"max_evaluations", &O::max_evaluations,
+      "total evaluation budget (0 = none; else >= 3)",
+      [](const std::size_t& v) { return v == 0 || v >= 3 ? std::string()
+          : "must be 0 (unlimited) or at least 3 (two anchors and the final mask), got " +
+            std::to_string(v); },
+      FieldRole::run});
+  f(OptionField<std::size_t>{"probe_budget", &O::probe_budget,
+      "Stage 1 evaluations per layer probe", detail::at_least_one<std::size_t>});
+  f(OptionField<DropMode>{"drop_mode", &O::drop_mode,
+      "Stage 1 drops: marginal | cumulative"});
+  f(OptionField<std::vector<double>>{"ratio_levels", &O::ratio_levels,
+      "Stage 2: explicit per-layer ratio levels in [0, 1] (empty = automatic)",
+      [](const std::vector<double>& v) {
+        for (double r : v)
+          if (!(r >= 0.0 && r <= 1.0)) return "every level must lie in [0, 1], got " + std::to_string(r);
+        return std::string(); }});
+  f(OptionField<int>{"level_spread", &O::level_spread,
+      "Stage 2: allowed per-layer SWA counts lie within N heads of rho*Hkv "
+      "(0 = automatic, max(1, round(Hkv/4)))",
+      [](const int& v) { return v >= 0 ? std::string()
+          : "must be >= 0 (0 = automatic), got " + std::to_string(v); }});
+  f(OptionField<RatioInit>{"ratio_init", &O::ratio_init,
+      "Stage 2 initial mapping: relative | linear | quantile | uniform"});
+  f(OptionField<std::size_t>{"chunk_budget", &O::chunk_budget,
+      "Stage 3 evaluations per chunk", detail::at_least_one<std::size_t>});
+  f(OptionField<int>{"max_vars", &O::max_vars, "most KV heads per Stage 3 chunk",
+      detail::at_least_one<int>});
+  f(OptionField<int>{"group_rounds", &O::group_rounds, "passes of Stage 3 over all buckets",
+      detail::at_least_one<int>});
+  f(OptionField<GroupInit>{"group_init", &O::group_init,
+      "Stage 3 start: stage1 | random | full"});
+  f(OptionField<std::size_t>{"layer_budget", &O::layer_budget,
+      "layer variant: evaluations of the whole-layer search (0 = like-for-like)"});
+  f(OptionField<InnerSolver>{"inner_solver", &O::inner_solver,
+      "solver of every sub-problem: swap | penalized"});
+  f(OptionField<bool>{"exhaustive_when_fits", &O::exhaustive_when_fits,
+      "enumerate a sub-problem whose feasible set fits its budget"});
+  f(OptionField<int>{"lambda", &O::lambda, "proposals per generation of the inner solvers",
+      detail::at_least_one<int>});
+  f(OptionField<int>{"max_swaps", &O::max_swaps, "most swaps in one proposal of the swap solver",
+      detail::at_least_one<int>});
+  f(OptionField<int>{"restart_after", &O::restart_after,
+      "failed generations before the swap solver restarts", detail::at_least_one<int>});
+  f(OptionField<bool>{"accept_equal", &O::accept_equal,
+      "accept proposals that tie the parent (plateau moves)"});
+  f(OptionField<double>{"alpha", &O::alpha, "ratio-penalty weight of the penalized solver",
+      [](const double& v) { return v >= 0.0 && std::isfinite(v) ? std::string()
+          : "must be finite and >= 0, got " + std::to_string(v); }});
+  f(OptionField<PenaltyScope>{"penalty_scope", &O::penalty_scope,
+      "penalized solver's penalty: per_layer | global"});
+  f(OptionField<double>{"mutation_rate", &O::mutation_rate,
+      "penalized solver's flip probability per variable (0 = 1/n)", detail::unit_interval});
+  f(OptionField<std::size_t>{"batch_size", &O::batch_size,
+      "most masks per evaluate_batch call (does not change results)",
+      detail::at_least_one<std::size_t>, FieldRole::run});
+  f(OptionField<bool>{"return_best_seen", &O::return_best_seen,
+      "return the best evaluated exact-count mask when it beats the final incumbent"});
+  // clang-format on
+}
+
+/// Throws bosch::invalid_argument (where = the field's name) unless every
+/// field of `o` is in its domain (the checks of for_each_option).
 inline void validate(const Options& o) {
-  auto fail = [](const std::string& msg, const char* field) { throw invalid_argument(msg, field); };
-  if (!(o.target_ratio > 0.0 && o.target_ratio < 1.0))
-    fail("SWA ratio must lie in (0, 1), got " + std::to_string(o.target_ratio), "target_ratio");
-  if (o.max_evaluations != 0 && o.max_evaluations < 3)
-    fail("must be 0 (unlimited) or at least 3 (two anchors and the final mask), got " +
-             std::to_string(o.max_evaluations),
-         "max_evaluations");
-  if (o.probe_budget < 1) fail("must be at least 1", "probe_budget");
-  if (o.chunk_budget < 1) fail("must be at least 1", "chunk_budget");
-  if (o.max_vars < 1) fail("must be at least 1, got " + std::to_string(o.max_vars), "max_vars");
-  if (o.group_rounds < 1)
-    fail("must be at least 1, got " + std::to_string(o.group_rounds), "group_rounds");
-  if (o.level_spread < 0)
-    fail("must be >= 0 (0 = automatic), got " + std::to_string(o.level_spread), "level_spread");
-  for (double r : o.ratio_levels)
-    if (!(r >= 0.0 && r <= 1.0))
-      fail("every level must lie in [0, 1], got " + std::to_string(r), "ratio_levels");
-  if (o.lambda < 1) fail("must be at least 1, got " + std::to_string(o.lambda), "lambda");
-  if (o.max_swaps < 1) fail("must be at least 1, got " + std::to_string(o.max_swaps), "max_swaps");
-  if (o.restart_after < 1)
-    fail("must be at least 1, got " + std::to_string(o.restart_after), "restart_after");
-  if (!(o.alpha >= 0.0) || !std::isfinite(o.alpha))
-    fail("must be finite and >= 0, got " + std::to_string(o.alpha), "alpha");
-  if (!(o.mutation_rate >= 0.0 && o.mutation_rate <= 1.0))
-    fail("must lie in [0, 1], got " + std::to_string(o.mutation_rate), "mutation_rate");
-  if (o.batch_size < 1) fail("must be at least 1", "batch_size");
+  for_each_option([&](const auto& field) {
+    if (field.check == nullptr) return;
+    const std::string msg = field.check(o.*field.member);
+    if (!msg.empty()) throw invalid_argument(msg, std::string(field.name));
+  });
 }
 
 /// One evaluation of the black box, as logged by the objective.

@@ -90,11 +90,8 @@ void validate(const model::Model& model) {
 void check_windows(const AttentionWindows& windows, const model::Config& c) {
   if (windows.mask.size() == 0) return;
   if (!(windows.mask.layout() == c.layout()))
-    throw invalid_argument("mask layout " + std::to_string(windows.mask.layout().num_layers) + "x" +
-                               std::to_string(windows.mask.layout().num_query_heads) + "x" +
-                               std::to_string(windows.mask.layout().num_kv_heads) +
-                               " does not match the model's " + std::to_string(c.num_layers) + "x" +
-                               std::to_string(c.num_heads) + "x" + std::to_string(c.num_kv_heads),
+    throw invalid_argument("mask layout " + to_string(windows.mask.layout()) +
+                               " does not match the model's " + to_string(c.layout()),
                            "mask");
   if (windows.mask.count() > 0 && windows.window < 1)
     throw invalid_argument("window must be >= 1 when the mask has SWA heads, got " +

@@ -3,6 +3,7 @@
 
 #include <bosch/error.hpp>
 #include <bosch/eval/suite.hpp>
+#include <bosch/io/options_json.hpp>
 #include <bosch/mask.hpp>
 #include <bosch/tasks/generate.hpp>
 #include <bosch/version.hpp>
@@ -123,9 +124,7 @@ nlohmann::json mask_metadata(const model::Model& model, const Options& options,
                    {"model_file", model.source.filename().string()},
                    {"model_fingerprint", model.fingerprint},
                    {"architecture", model::to_string(model.config.arch)},
-                   {"layout", std::to_string(layout.num_layers) + "x" +
-                                  std::to_string(layout.num_query_heads) + "x" +
-                                  std::to_string(layout.num_kv_heads)},
+                   {"layout", to_string(layout)},
                    {"target_ratio", options.target_ratio},
                    {"ratio", result.mask.ratio()},
                    {"swa_heads", result.mask.count()},
@@ -139,9 +138,7 @@ nlohmann::json mask_metadata(const model::Model& model, const Options& options,
                    {"evaluations", result.evaluations},
                    {"seed", options.seed},
                    {"variant", to_string(options.variant)},
-                   {"probe_budget", options.probe_budget},
-                   {"chunk_budget", options.chunk_budget},
-                   {"max_evaluations", options.max_evaluations},
+                   {"search_options", options_to_json(options)},
                    {"search_seconds", result.seconds},
                    {"stopped", result.stopped || result.budget_exhausted}};
   m.update(to_json(suite));

@@ -14,7 +14,7 @@
 
 #include <bosch/error.hpp>
 #include <bosch/io/atomic_file.hpp>
-#include <bosch/search/checkpoint.hpp>
+#include <bosch/io/checkpoint.hpp>
 
 #include <doctest/doctest.h>
 #include <boost/random/mersenne_twister.hpp>

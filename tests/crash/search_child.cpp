@@ -10,14 +10,14 @@
 // with a bosch::Checkpoint callback writing after EVERY evaluation. After each
 // evaluation's checkpoint is in place it prints "E <index>" on stdout
 // (flushed), so the parent knows which evaluations the file must hold. With
-// --resume it resumes from the checkpoint (Options::resume_from). At the end it
+// --resume it resumes from the checkpoint (Checkpoint::resume). At the end it
 // writes the result atomically to --out as JSON: mask bits, score, counts and
 // the evaluation log (index, stage, mask bits, score). Exit status 0, or 1
 // with a message on stderr.
 
 #include <bosch/bosch.hpp>
 #include <bosch/io/atomic_file.hpp>
-#include <bosch/search/checkpoint.hpp>
+#include <bosch/io/checkpoint.hpp>
 
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_real_distribution.hpp>
@@ -117,8 +117,11 @@ int main(int argc, char** argv) {
     o.variant = bosch::parse_variant(variant);
     o.probe_budget = 10;
     o.chunk_budget = 24;
-    if (resume) o.resume_from = checkpoint;
-    const bosch::Result r = bosch::select(e, o, bosch::Checkpoint(checkpoint, 1), Announce{});
+    const bosch::Result r = bosch::select(
+        e, o,
+        bosch::Checkpoint(checkpoint, 1,
+                          resume ? bosch::Checkpoint::resume : bosch::Checkpoint::start),
+        Announce{});
     nlohmann::json log = nlohmann::json::array();
     for (const auto& rec : r.log)
       log.push_back({{"index", rec.index},

@@ -5,7 +5,7 @@
 // exception type, undefined behaviour or a half-read checkpoint.
 #include <doctest/doctest.h>
 
-#include <bosch/search/checkpoint.hpp>
+#include <bosch/io/checkpoint.hpp>
 
 #include "test_support.hpp"
 

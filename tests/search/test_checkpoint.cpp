@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "planted.hpp"
+#include <bosch/io/checkpoint.hpp>
 #include "test_support.hpp"
 
 #include <filesystem>
@@ -14,6 +15,11 @@ using bosch::Options;
 namespace fs = std::filesystem;
 
 namespace {
+
+/// A Checkpoint callback resuming from `path` (it writes only at the end).
+bosch::Checkpoint resume(const fs::path& path) {
+  return bosch::Checkpoint(path, 0, bosch::Checkpoint::resume);
+}
 
 fs::path temp_dir(const std::string& name) {
   fs::path d =
@@ -77,10 +83,11 @@ TEST_CASE("resume after a stop equals the uninterrupted run (mask and log)") {
         const auto first = bosch::select(e1, o, bosch::Checkpoint(ck, 0), StopAfter{cut});
         REQUIRE(first.stopped);
         REQUIRE(first.evaluations == cut);
-        Options ro = o;
-        ro.resume_from = ck.string();
+        const Options ro = o;
+  fs::path rp;
+        rp = ck.string();
         bosch::test::RedundantEvaluator e2(lay, 2, 17);
-        const auto resumed = bosch::select(e2, ro);
+        const auto resumed = bosch::select(e2, ro, resume(rp));
         CAPTURE(bosch::to_string(v));
         CAPTURE(bosch::to_string(solver));
         CAPTURE(cut);
@@ -110,17 +117,18 @@ TEST_CASE(
   CHECK(snap.log.size() == 60);
   CHECK_FALSE(snap.complete);
   CHECK(bosch::read_checkpoint(dir / "ck.json").complete);
-  Options ro = o;
-  ro.resume_from = (dir / "snap.json").string();
+  const Options ro = o;
+  fs::path rp;
+  rp = (dir / "snap.json").string();
   bosch::test::RedundantEvaluator e1(lay, 2, 3);
-  const auto resumed = bosch::select(e1, ro);
+  const auto resumed = bosch::select(e1, ro, resume(rp));
   CHECK(resumed.mask == full.mask);
   CHECK(same_log(resumed.log, full.log));
   CHECK(e1.calls == full.evaluations - 60);
   // Resuming from the complete checkpoint needs no evaluator call at all.
-  ro.resume_from = (dir / "ck.json").string();
+  rp = (dir / "ck.json").string();
   bosch::test::RedundantEvaluator e2(lay, 2, 3);
-  const auto again = bosch::select(e2, ro);
+  const auto again = bosch::select(e2, ro, resume(rp));
   CHECK(again.mask == full.mask);
   CHECK(e2.calls == 0);
   CHECK(again.evaluator_calls == 0);
@@ -161,23 +169,26 @@ TEST_CASE("resume refuses a checkpoint from another layout, seed or options") {
   Options o;
   o.seed = 1;
   (void)bosch::select(e, o, bosch::Checkpoint(dir / "c.json", 0), StopAfter{10});
-  Options ro = o;
-  ro.resume_from = (dir / "c.json").string();
+  const Options ro = o;
+  fs::path rp;
+  rp = (dir / "c.json").string();
   {
     bosch::test::SeparableEvaluator other({5, 8, 4}, 1);
-    CHECK_THROWS_WITH_AS(bosch::select(other, ro), doctest::Contains("layout"),
+    CHECK_THROWS_WITH_AS(bosch::select(other, ro, resume(rp)), doctest::Contains("layout"),
                          bosch::invalid_argument);
   }
   Options bad = ro;
   bad.seed = 2;
-  CHECK_THROWS_WITH_AS(bosch::select(e, bad), doctest::Contains("seed"), bosch::invalid_argument);
+  CHECK_THROWS_WITH_AS(bosch::select(e, bad, resume(rp)), doctest::Contains("seed"),
+                       bosch::invalid_argument);
   bad = ro;
   bad.lambda = 7;
-  CHECK_THROWS_WITH_AS(bosch::select(e, bad), doctest::Contains("lambda"), bosch::invalid_argument);
+  CHECK_THROWS_WITH_AS(bosch::select(e, bad, resume(rp)), doctest::Contains("lambda"),
+                       bosch::invalid_argument);
   bad = ro;
   bad.max_evaluations = 500;  // allowed to differ
   bad.batch_size = 3;
-  CHECK_NOTHROW((void)bosch::select(e, bad));
+  CHECK_NOTHROW((void)bosch::select(e, bad, resume(rp)));
   fs::remove_all(dir);
 }
 
@@ -195,25 +206,26 @@ TEST_CASE("torn, corrupt or foreign checkpoints are detected") {
     std::ofstream out(dir / "x.json", std::ios::trunc);
     out << s;
   };
-  Options ro = o;
-  ro.resume_from = (dir / "x.json").string();
+  const Options ro = o;
+  fs::path rp;
+  rp = (dir / "x.json").string();
   write(text.substr(0, text.size() / 2));  // torn
-  CHECK_THROWS_WITH_AS(bosch::select(e, ro), doctest::Contains("truncated or corrupt"),
+  CHECK_THROWS_WITH_AS(bosch::select(e, ro, resume(rp)), doctest::Contains("truncated or corrupt"),
                        bosch::format_error);
   std::string flipped = text;  // a score changed: still valid JSON
   const auto pos = flipped.find("\"score\": -");
   REQUIRE(pos != std::string::npos);
   flipped[pos + 11] = flipped[pos + 11] == '1' ? '2' : '1';
   write(flipped);
-  CHECK_THROWS_WITH_AS(bosch::select(e, ro), doctest::Contains("checksum"), bosch::format_error);
+  CHECK_THROWS_WITH_AS(bosch::select(e, ro, resume(rp)), doctest::Contains("checksum"), bosch::format_error);
   std::string foreign = text;
   foreign.replace(foreign.find("bosch.checkpoint"), 16, "other.checkpoint");
   write(foreign);
-  CHECK_THROWS_WITH_AS(bosch::select(e, ro), doctest::Contains("magic"), bosch::format_error);
+  CHECK_THROWS_WITH_AS(bosch::select(e, ro, resume(rp)), doctest::Contains("magic"), bosch::format_error);
   write("[]");
-  CHECK_THROWS_AS(bosch::select(e, ro), bosch::format_error);
-  ro.resume_from = (dir / "missing.json").string();
-  CHECK_THROWS_AS(bosch::select(e, ro), bosch::file_error);
+  CHECK_THROWS_AS(bosch::select(e, ro, resume(rp)), bosch::format_error);
+  rp = (dir / "missing.json").string();
+  CHECK_THROWS_AS(bosch::select(e, ro, resume(rp)), bosch::file_error);
   fs::remove_all(dir);
 }
 
@@ -240,10 +252,11 @@ TEST_CASE("after a resume, hints only name masks this evaluator instance has sco
   o.target_ratio = 0.5;
   Hinted a;
   (void)bosch::select(a, o, bosch::Checkpoint(dir / "c.json", 0), StopAfter{40});
-  Options ro = o;
-  ro.resume_from = (dir / "c.json").string();
+  const Options ro = o;
+  fs::path rp;
+  rp = (dir / "c.json").string();
   Hinted b;
-  const auto r = bosch::select(b, ro);
+  const auto r = bosch::select(b, ro, resume(rp));
   CHECK(r.replayed == 40);
   CHECK(b.hinted > 0);
   CHECK(b.bad == 0);

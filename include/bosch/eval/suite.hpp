@@ -82,7 +82,7 @@ void update_from_json(TaskSuiteOptions& o, const nlohmann::json& j, const std::s
 ///     model, model_file, model_fingerprint, architecture, layout (string),
 ///     target_ratio, ratio, swa_heads, kv_heads, window, sinks, score,
 ///     normalized_score, anchor_full, anchor_swa, evaluations, seed, variant,
-///     probe_budget, chunk_budget, max_evaluations, search_seconds, stopped,
+///     search_options (every Options field, io/options_json.hpp), search_seconds, stopped,
 ///     tasks, context, samples, held_out_samples, chat, task_seed,
 ///     bosch_version
 ///

@@ -55,19 +55,13 @@ struct MaskFile {
   nlohmann::json metadata = nlohmann::json::object();
 };
 
-/// "LxHqxHkv" for messages.
-inline std::string layout_string(const HeadLayout& l) {
-  return std::to_string(l.num_layers) + " layers x " + std::to_string(l.num_query_heads) +
-         " query heads x " + std::to_string(l.num_kv_heads) + " KV heads";
-}
-
 /// Throws bosch::invalid_argument (where = `where`, e.g. the file) unless
 /// `mask` has layout `expected`.
 inline void check_mask_layout(const HeadMask& mask, const HeadLayout& expected,
                               const std::string& where) {
   if (!(mask.layout() == expected))
-    throw invalid_argument("mask layout (" + layout_string(mask.layout()) +
-                               ") does not match the expected layout (" + layout_string(expected) +
+    throw invalid_argument("mask layout (" + to_string(mask.layout()) +
+                               ") does not match the expected layout (" + to_string(expected) +
                                ")",
                            where);
 }
@@ -128,7 +122,7 @@ inline MaskFile mask_from_json(const nlohmann::json& j, const std::string& where
      : std::string(f) == "num_query_heads" ? lay.num_query_heads
                                            : lay.num_kv_heads) = static_cast<int>(v);
   }
-  if (!lay.valid()) fail("layout", "invalid layout (" + layout_string(lay) + ")");
+  if (!lay.valid()) fail("layout", "invalid layout (" + to_string(lay) + ")");
   // The "swa" lists need not name every head, so the mask's size is not
   // bounded by the document's: cap it (real models have a few thousand).
   if (lay.size() > max_mask_heads)

@@ -32,7 +32,6 @@
 #include <bosch/mask.hpp>
 #include <bosch/objective.hpp>
 #include <bosch/options.hpp>
-#include <bosch/search/checkpoint.hpp>
 #include <bosch/search/grouped.hpp>
 #include <bosch/search/probes.hpp>
 #include <bosch/search/ratios.hpp>
@@ -71,10 +70,18 @@ class search_run {
   Result run() {
     const Options& o = options_;
     obj_.set_batch_size(o.batch_size);
-    if (!o.resume_from.empty()) {
-      const CheckpointData d = read_checkpoint(o.resume_from);
-      check_resumable(d, layout_, o, o.resume_from);
-      for (const auto& r : d.log) obj_.add_replay(r.mask, r.score, r.seconds);
+    {
+      const SearchView v = view();
+      std::apply(
+          [&](auto&... c) {
+            (
+                [&] {
+                  for (const auto& r : call_replay_log(c, v))
+                    obj_.add_replay(r.mask, r.score, r.seconds);
+                }(),
+                ...);
+          },
+          cbs_);
     }
     obj_.set_observer([this](const EvaluationRecord& r, bool improved) {
       const SearchView v = view();

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-/// @file checkpoint.hpp
-/// Checkpoint files of a search and the JSON form of Options.
+/// @file io/checkpoint.hpp
+/// Checkpoint files of a search, and the Checkpoint callback that writes them
+/// and resumes from them.
 ///
 /// A checkpoint is a JSON object:
 ///
@@ -27,16 +28,18 @@
 /// a copy, a full disk, a bit flip) is rejected whole with a format_error
 /// naming the file and the field, never half-read.
 ///
-/// Resume (Options::resume_from): select() reads the file, checks magic,
-/// format, checksums, layout, seed and options (all but max_evaluations,
-/// batch_size and resume_from), then registers every record for replay and
-/// re-runs the deterministic search: logged masks are answered from the file,
-/// new ones from the evaluator, so the resumed run reaches the same mask and
-/// log as an uninterrupted one.
+/// Resume (Checkpoint::resume): the callback reads the file, checks magic,
+/// format, checksums, layout, seed and options (all but the run-control
+/// fields), and hands every record to select() for replay (the replay_log
+/// hook); the deterministic search re-runs: logged masks are answered from the
+/// file, new ones from the evaluator, so the resumed run reaches the same mask
+/// and log as an uninterrupted one.
 
 #include <bosch/error.hpp>
 #include <bosch/io/atomic_file.hpp>
+#include <bosch/io/options_json.hpp>
 #include <bosch/mask.hpp>
+#include <bosch/callbacks.hpp>
 #include <bosch/options.hpp>
 #include <bosch/version.hpp>
 
@@ -52,118 +55,6 @@
 #include <vector>
 
 namespace bosch {
-
-/// Every Options field as JSON (enum fields by name).
-inline nlohmann::json options_to_json(const Options& o) {
-  return nlohmann::json{{"target_ratio", o.target_ratio},
-                        {"seed", o.seed},
-                        {"variant", to_string(o.variant)},
-                        {"max_evaluations", o.max_evaluations},
-                        {"probe_budget", o.probe_budget},
-                        {"drop_mode", to_string(o.drop_mode)},
-                        {"ratio_levels", o.ratio_levels},
-                        {"level_spread", o.level_spread},
-                        {"ratio_init", to_string(o.ratio_init)},
-                        {"chunk_budget", o.chunk_budget},
-                        {"max_vars", o.max_vars},
-                        {"group_rounds", o.group_rounds},
-                        {"group_init", to_string(o.group_init)},
-                        {"layer_budget", o.layer_budget},
-                        {"inner_solver", to_string(o.inner_solver)},
-                        {"exhaustive_when_fits", o.exhaustive_when_fits},
-                        {"lambda", o.lambda},
-                        {"max_swaps", o.max_swaps},
-                        {"restart_after", o.restart_after},
-                        {"accept_equal", o.accept_equal},
-                        {"alpha", o.alpha},
-                        {"penalty_scope", to_string(o.penalty_scope)},
-                        {"mutation_rate", o.mutation_rate},
-                        {"batch_size", o.batch_size},
-                        {"return_best_seen", o.return_best_seen},
-                        {"resume_from", o.resume_from}};
-}
-
-namespace detail {
-/// An integer JSON value of type T; format_error (where = `where`) for a
-/// non-integer (nlohmann's get<int>() would truncate a float, with undefined
-/// behaviour when it is out of range) or a value outside T's range.
-template <class T>
-T json_integer(const nlohmann::json& v, const std::string& where) {
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (std::in_range<T>(u)) return static_cast<T>(u);
-  } else if (v.is_number_integer()) {
-    const auto x = v.get<std::int64_t>();
-    if (std::in_range<T>(x)) return static_cast<T>(x);
-  } else {
-    throw format_error(std::string("expected an integer, found ") + v.type_name(), where);
-  }
-  throw format_error("integer " + v.dump() + " out of range", where);
-}
-/// A number (format_error naming `where` otherwise, e.g. null for a NaN).
-inline double json_number(const nlohmann::json& v, const std::string& where) {
-  if (!v.is_number())
-    throw format_error(std::string("expected a number, found ") + v.type_name(), where);
-  return v.get<double>();
-}
-}  // namespace detail
-
-/// Options from JSON: fields absent keep their defaults; unknown fields,
-/// wrongly typed values and unknown enum names raise bosch::format_error
-/// (where = `where` + field). The result is validated
-/// (bosch::invalid_argument on a bad value, where = `where` + field).
-inline Options options_from_json(const nlohmann::json& j, const std::string& where = "options") {
-  if (!j.is_object()) throw format_error("options must be a JSON object", where);
-  Options o;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const auto& v = it.value();
-    const std::string at = where + ": " + k;
-    try {
-      // clang-format off
-      if (k == "target_ratio") o.target_ratio = detail::json_number(v, at);
-      else if (k == "seed") o.seed = detail::json_integer<std::uint64_t>(v, at);
-      else if (k == "variant") o.variant = parse_variant(v.get<std::string>());
-      else if (k == "max_evaluations") o.max_evaluations = detail::json_integer<std::size_t>(v, at);
-      else if (k == "probe_budget") o.probe_budget = detail::json_integer<std::size_t>(v, at);
-      else if (k == "drop_mode") o.drop_mode = parse_drop_mode(v.get<std::string>());
-      else if (k == "ratio_levels") o.ratio_levels = v.get<std::vector<double>>();
-      else if (k == "level_spread") o.level_spread = detail::json_integer<int>(v, at);
-      else if (k == "ratio_init") o.ratio_init = parse_ratio_init(v.get<std::string>());
-      else if (k == "chunk_budget") o.chunk_budget = detail::json_integer<std::size_t>(v, at);
-      else if (k == "max_vars") o.max_vars = detail::json_integer<int>(v, at);
-      else if (k == "group_rounds") o.group_rounds = detail::json_integer<int>(v, at);
-      else if (k == "group_init") o.group_init = parse_group_init(v.get<std::string>());
-      else if (k == "layer_budget") o.layer_budget = detail::json_integer<std::size_t>(v, at);
-      else if (k == "inner_solver") o.inner_solver = parse_inner_solver(v.get<std::string>());
-      else if (k == "exhaustive_when_fits") o.exhaustive_when_fits = v.get<bool>();
-      else if (k == "lambda") o.lambda = detail::json_integer<int>(v, at);
-      else if (k == "max_swaps") o.max_swaps = detail::json_integer<int>(v, at);
-      else if (k == "restart_after") o.restart_after = detail::json_integer<int>(v, at);
-      else if (k == "accept_equal") o.accept_equal = v.get<bool>();
-      else if (k == "alpha") o.alpha = detail::json_number(v, at);
-      else if (k == "penalty_scope") o.penalty_scope = parse_penalty_scope(v.get<std::string>());
-      else if (k == "mutation_rate") o.mutation_rate = detail::json_number(v, at);
-      else if (k == "batch_size") o.batch_size = detail::json_integer<std::size_t>(v, at);
-      else if (k == "return_best_seen") o.return_best_seen = v.get<bool>();
-      else if (k == "resume_from") o.resume_from = v.get<std::string>();
-      else throw format_error("unknown option field", where + ": " + k);
-      // clang-format on
-    } catch (const nlohmann::json::exception& e) {
-      throw format_error(std::string("wrong type: ") + e.what(), where + ": " + k);
-    } catch (const format_error&) {
-      throw;
-    } catch (const error& e) {  // an unknown enum name (parse_variant, ...)
-      throw format_error(e.message(), where + ": " + k);
-    }
-  }
-  try {
-    validate(o);
-  } catch (const invalid_argument& e) {
-    throw invalid_argument(e.message(), where + ": " + e.where());
-  }
-  return o;
-}
 
 /// A checkpoint as read back.
 struct CheckpointData {
@@ -225,11 +116,6 @@ inline std::string dump_text(const nlohmann::json& j, int indent = -1) {
 inline std::string document_checksum(nlohmann::json j) {
   if (j.is_object()) j.erase("checksum");
   return hex64(fnv1a(dump_text(j)));
-}
-/// The options that must match for a resume.
-inline nlohmann::json resume_relevant(nlohmann::json j) {
-  for (const char* k : {"max_evaluations", "batch_size", "resume_from"}) j.erase(k);
-  return j;
 }
 }  // namespace detail
 
@@ -361,35 +247,89 @@ inline CheckpointData read_checkpoint(const std::filesystem::path& path) {
 
 /// Throws bosch::invalid_argument (where = the checkpoint path) unless the
 /// checkpoint was written by a search with this layout, seed and options
-/// (max_evaluations, batch_size and resume_from may differ).
+/// (the run-control fields, FieldRole::run, may differ).
 inline void check_resumable(const CheckpointData& d, const HeadLayout& layout, const Options& o,
                             const std::string& where) {
-  auto lay_str = [](const HeadLayout& l) {
-    return std::to_string(l.num_layers) + "x" + std::to_string(l.num_query_heads) + "x" +
-           std::to_string(l.num_kv_heads);
-  };
   if (!(d.layout == layout))
-    throw invalid_argument("checkpoint layout " + lay_str(d.layout) +
-                               " does not match the evaluator's " + lay_str(layout),
+    throw invalid_argument("checkpoint layout " + to_string(d.layout) +
+                               " does not match the evaluator's " + to_string(layout),
                            where);
   if (d.seed != o.seed)
     throw invalid_argument("checkpoint seed " + std::to_string(d.seed) +
                                " does not match Options::seed " + std::to_string(o.seed),
                            where);
-  const auto a = detail::resume_relevant(d.options),
-             b = detail::resume_relevant(options_to_json(o));
+  // Run-control fields (FieldRole::run) may differ; a field absent from the
+  // checkpoint holds its default.
+  const nlohmann::json a = options_identity(options_from_json(d.options, where + ": options")),
+                       b = options_identity(o);
   if (a != b) {
     std::string diff;
-    for (auto it = b.begin(); it != b.end(); ++it) {
-      if (!a.contains(it.key()) || a.at(it.key()) != it.value())
-        diff += (diff.empty() ? "" : ", ") + it.key() + " (checkpoint " +
-                (a.contains(it.key()) ? a.at(it.key()).dump() : std::string("absent")) + ", now " +
-                it.value().dump() + ")";
-    }
-    for (auto it = a.begin(); it != a.end(); ++it)
-      if (!b.contains(it.key())) diff += (diff.empty() ? "" : ", ") + it.key() + " (unknown)";
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (a.at(it.key()) != it.value())
+        diff += (diff.empty() ? "" : ", ") + it.key() + " (checkpoint " + a.at(it.key()).dump() +
+                ", now " + it.value().dump() + ")";
     throw invalid_argument("checkpoint was written with different options: " + diff, where);
   }
 }
+
+/// A select() callback that writes a checkpoint file atomically every `every`
+/// evaluations and at the end of the search and, when asked to resume, hands
+/// the checkpoint's evaluations to the search for replay (after checking that
+/// it was written by a search with the same layout, seed and options).
+/// While a resumed search replays its checkpoint nothing is written, so the
+/// file never holds fewer evaluations than before (a search may be killed and
+/// resumed any number of times, at any moment).
+///
+/// @code
+/// bosch::Checkpoint ck("run.checkpoint", 1, bosch::Checkpoint::resume);
+/// bosch::Result r = bosch::select(evaluator, options, ck);
+/// @endcode
+class Checkpoint {
+ public:
+  /// Whether to continue from an existing checkpoint file.
+  enum Mode { start, resume };
+  /// @param path  checkpoint file (its directory must exist).
+  /// @param every write after every `every`-th evaluation (0 = only at the end).
+  /// @param mode  resume: replay `path` (which must exist) before searching.
+  explicit Checkpoint(std::filesystem::path path, std::size_t every = 10, Mode mode = start)
+      : path_(std::move(path)), every_(every), mode_(mode) {}
+
+  /// select()'s replay hook: the checkpoint's evaluations when resuming.
+  /// Throws bosch::file_error / bosch::format_error for an unreadable or
+  /// corrupt file and bosch::invalid_argument for one written by another search.
+  std::vector<EvaluationRecord> replay_log(const SearchView& v) {
+    if (mode_ != resume) return {};
+    CheckpointData d = read_checkpoint(path_);
+    check_resumable(d, v.layout, *v.options, path_.string());
+    return std::move(d.log);
+  }
+  void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
+    // A replayed evaluation (resume) is already in the checkpoint resumed
+    // from: writing now would replace that file with a shorter log, and a kill
+    // during the replay would lose the rest (found by tests/crash). Writing
+    // resumes with the first new evaluation.
+    const bool replay = v.replayed > replayed_;
+    replayed_ = v.replayed;
+    if (replay) return;
+    if (every_ > 0 && (r.index + 1) % every_ == 0) write(v, false);
+  }
+  void end_search(const SearchView& v, const Result& r) {
+    write(v, !r.stopped && !r.budget_exhausted);
+  }
+  /// Number of files written so far.
+  std::size_t writes() const noexcept { return writes_; }
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  void write(const SearchView& v, bool complete) {
+    write_checkpoint(path_, v.layout, *v.options, *v.log, complete);
+    ++writes_;
+  }
+  std::filesystem::path path_;
+  std::size_t every_;
+  Mode mode_;
+  std::size_t writes_ = 0;
+  std::size_t replayed_ = 0;  // SearchView::replayed at the last evaluation
+};
 
 }  // namespace bosch
