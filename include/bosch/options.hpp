@@ -37,6 +37,7 @@ enum class Variant {
 enum class InnerSolver {
   swap,       ///< count-preserving swap local search, (1+lambda) [I], default
   penalized,  ///< free bit flips scored with L = -S^ + alpha * penalty, then repair [I]
+  surrogate,  ///< count-preserving swaps ranked by a model fitted to the log (BOCS-like) [I]
 };
 
 /// How Stage 1 turns cascaded probe scores into per-layer drops (paper 7 item 3).
@@ -76,21 +77,25 @@ enum class PenaltyScope {
 /// The stage that requested an evaluation (logged with each record).
 enum class Stage {
   anchors,  ///< the two anchor evaluations (all full, all SWA)
+  seeds,    ///< the warm-start candidates (Options::initial_masks)
   probes,   ///< Stage 1: top-down layer probes
   ratios,   ///< Stage 2: adaptive ratio assignment (no evaluations)
   groups,   ///< Stage 3: grouped head selection
   layers,   ///< the layer variant's search over whole layers
+  refine,   ///< the global refinement after Stage 3 (moves heads between layers)
   repair,   ///< count fix-ups (single and layer variants) and the final evaluation
 };
-inline constexpr std::size_t stage_count = 6;
+inline constexpr std::size_t stage_count = 8;
 
 inline const char* to_string(Stage s) noexcept {
   switch (s) {
     case Stage::anchors: return "anchors";
+    case Stage::seeds: return "seeds";
     case Stage::probes: return "probes";
     case Stage::ratios: return "ratios";
     case Stage::groups: return "groups";
     case Stage::layers: return "layers";
+    case Stage::refine: return "refine";
     case Stage::repair: return "repair";
   }
   return "?";
@@ -105,7 +110,12 @@ inline const char* to_string(Variant v) noexcept {
   return "?";
 }
 inline const char* to_string(InnerSolver v) noexcept {
-  return v == InnerSolver::swap ? "swap" : "penalized";
+  switch (v) {
+    case InnerSolver::swap: return "swap";
+    case InnerSolver::penalized: return "penalized";
+    case InnerSolver::surrogate: return "surrogate";
+  }
+  return "?";
 }
 inline const char* to_string(DropMode v) noexcept {
   return v == DropMode::marginal ? "marginal" : "cumulative";
@@ -142,7 +152,8 @@ struct enum_values<Variant> {
 };
 template <>
 struct enum_values<InnerSolver> {
-  static constexpr std::array values{InnerSolver::swap, InnerSolver::penalized};
+  static constexpr std::array values{InnerSolver::swap, InnerSolver::penalized,
+                                     InnerSolver::surrogate};
 };
 template <>
 struct enum_values<DropMode> {
@@ -163,8 +174,9 @@ struct enum_values<PenaltyScope> {
 };
 template <>
 struct enum_values<Stage> {
-  static constexpr std::array values{Stage::anchors, Stage::probes, Stage::ratios,
-                                     Stage::groups,  Stage::layers, Stage::repair};
+  static constexpr std::array values{Stage::anchors, Stage::seeds,  Stage::probes,
+                                     Stage::ratios,  Stage::groups, Stage::layers,
+                                     Stage::refine,  Stage::repair};
 };
 
 /// The names of an option enum's values, comma-separated ("swap, penalized").
@@ -216,10 +228,27 @@ struct Options {
   /// stops early when the rest is spent (Result::budget_exhausted).
   std::size_t max_evaluations = 0;
 
+  // --- warm starts ------------------------------------------------------------------
+  /// Candidate masks to start from (the user's own, cheap static rankings, a
+  /// neighbouring ratio's solution). Each is scored on the calibration set
+  /// like any other mask, right after the anchors (a candidate whose SWA count
+  /// differs from the target is first resized with the Stage-1 head values);
+  /// the best one competes with Stage 2's plan as Stage 3's start, and the
+  /// result is never worse than the best candidate. Layouts must match the
+  /// evaluator's. Default none.
+  std::vector<HeadMask> initial_masks{};
+
   // --- Stage 1: layer probes (paper 7 item 1) -------------------------------------
   /// Evaluations per layer probe ("small-budget"); a probe is exhaustive when
-  /// C(Hkv, ceil(rho*Hkv)) <= probe_budget. Default 16 [I].
+  /// C(Hkv, k) <= probe_budget for the probe width k. Default 16 [I].
   std::size_t probe_budget = 16;
+  /// SWA heads per layer in a Stage-1 probe; 0 (default) = automatic:
+  /// ceil(rho*Hkv), except that a probe never makes a whole layer SWA when
+  /// Hkv > 1 (at most Hkv - 1), so that Stage 1 always says which heads of a
+  /// layer matter. (At rho >= 0.75 on Hkv = 3, or rho = 0.875 on Hkv = 4,
+  /// ceil(rho*Hkv) = Hkv and a whole-layer probe carries no head-level
+  /// information.) [I]
+  int probe_heads = 0;
   /// How probe scores become per-layer drops. Default marginal [I].
   DropMode drop_mode = DropMode::marginal;
 
@@ -249,6 +278,14 @@ struct Options {
   int group_rounds = 1;
   /// Stage 3 initial incumbent. Default stage1 [I].
   GroupInit group_init = GroupInit::stage1;
+
+  // --- global refinement ---------------------------------------------------------------
+  /// Evaluations of the refinement after Stage 3 (full variant only): one
+  /// sub-problem over every head with only the total count fixed, so heads
+  /// move between layers and buckets, which Stage 3 (per-layer counts fixed)
+  /// cannot do. Solved by Options::inner_solver from the best exact-count
+  /// mask so far. 0 = off. Default 0 [I].
+  std::size_t refine_budget = 0;
 
   // --- layer variant -------------------------------------------------------------------
   /// Evaluations of the whole-layer search; 0 (default) = the number the full
@@ -285,6 +322,13 @@ struct Options {
   /// Per-variable flip probability of the penalized solver in [0, 1]; 0
   /// (default) = 1/n for n free variables (at least one flip per proposal).
   double mutation_rate = 0.0;
+  /// Exploration weight kappa of the surrogate solver's acquisition, mean +
+  /// kappa * sd of the predicted score (>= 0; 0 = pure exploitation).
+  /// Default 1 [I].
+  double surrogate_explore = 1.0;
+  /// Most logged evaluations (the nearest to the parent) one surrogate fit
+  /// uses (>= 2); bounds the O(n^3) fit. Default 300 [I].
+  std::size_t surrogate_points = 300;
 
   // --- evaluation and output -------------------------------------------------------------
   /// Most masks per evaluate_batch call (>= 1; batch evaluators only). Does
@@ -350,8 +394,14 @@ void for_each_option(F&& f) {
           : "must be 0 (unlimited) or at least 3 (two anchors and the final mask), got " +
             std::to_string(v); },
       FieldRole::run});
+  f(OptionField<std::vector<HeadMask>>{"initial_masks", &O::initial_masks,
+      "warm-start candidate masks, scored after the anchors"});
   f(OptionField<std::size_t>{"probe_budget", &O::probe_budget,
       "Stage 1 evaluations per layer probe", detail::at_least_one<std::size_t>});
+  f(OptionField<int>{"probe_heads", &O::probe_heads,
+      "Stage 1: SWA heads per layer probe (0 = ceil(rho*Hkv), at most Hkv-1)",
+      [](const int& v) { return v >= 0 ? std::string()
+          : "must be >= 0 (0 = automatic), got " + std::to_string(v); }});
   f(OptionField<DropMode>{"drop_mode", &O::drop_mode,
       "Stage 1 drops: marginal | cumulative"});
   f(OptionField<std::vector<double>>{"ratio_levels", &O::ratio_levels,
@@ -375,10 +425,12 @@ void for_each_option(F&& f) {
       detail::at_least_one<int>});
   f(OptionField<GroupInit>{"group_init", &O::group_init,
       "Stage 3 start: stage1 | random | full"});
+  f(OptionField<std::size_t>{"refine_budget", &O::refine_budget,
+      "evaluations of the global refinement after Stage 3 (0 = off)"});
   f(OptionField<std::size_t>{"layer_budget", &O::layer_budget,
       "layer variant: evaluations of the whole-layer search (0 = like-for-like)"});
   f(OptionField<InnerSolver>{"inner_solver", &O::inner_solver,
-      "solver of every sub-problem: swap | penalized"});
+      "solver of every sub-problem: swap | penalized | surrogate"});
   f(OptionField<bool>{"exhaustive_when_fits", &O::exhaustive_when_fits,
       "enumerate a sub-problem whose feasible set fits its budget"});
   f(OptionField<int>{"lambda", &O::lambda, "proposals per generation of the inner solvers",
@@ -396,6 +448,14 @@ void for_each_option(F&& f) {
       "penalized solver's penalty: per_layer | global"});
   f(OptionField<double>{"mutation_rate", &O::mutation_rate,
       "penalized solver's flip probability per variable (0 = 1/n)", detail::unit_interval});
+  f(OptionField<double>{"surrogate_explore", &O::surrogate_explore,
+      "surrogate solver's exploration weight kappa (mean + kappa * sd)",
+      [](const double& v) { return v >= 0.0 && std::isfinite(v) ? std::string()
+          : "must be finite and >= 0, got " + std::to_string(v); }});
+  f(OptionField<std::size_t>{"surrogate_points", &O::surrogate_points,
+      "most logged evaluations one surrogate fit uses",
+      [](const std::size_t& v) { return v >= 2 ? std::string()
+          : "must be at least 2, got " + std::to_string(v); }});
   f(OptionField<std::size_t>{"batch_size", &O::batch_size,
       "most masks per evaluate_batch call (does not change results)",
       detail::at_least_one<std::size_t>, FieldRole::run});

@@ -215,3 +215,124 @@ struct RedundantEvaluator {
 };
 
 }  // namespace bosch::test
+
+namespace bosch::test {
+
+/// A planted problem shaped like the high-ratio case of a real model: a few
+/// costly "retrieval" heads, many cheap ones, and entanglement inside layers
+/// and between neighbouring layers that single-head rankings cannot see.
+///
+/// Each head costs c_i when SWA: U(0.005, 0.03) for most heads, U(0.3, 1.0)
+/// for `key_heads` randomly placed retrieval heads. `redundant_pairs` pairs
+/// of cheap heads, each pair inside one layer or across neighbouring layers,
+/// back each other up: either may be SWA for free (cost 0.002 each), but both
+/// SWA costs `pair_cost` extra. The score is minus the total cost. The exact
+/// optimum for any SWA count is found by dynamic programming over layers
+/// (state: the previous layer's bits and the count so far), so tests can
+/// measure the gap to it.
+struct CircuitEvaluator {
+  HeadLayout lay;
+  std::vector<double> cost;
+  std::vector<int> partner;  // flat index of the backup head, -1 if none
+  double pair_cost = 0.5;
+  std::size_t calls = 0;
+
+  CircuitEvaluator(HeadLayout l, int key_heads, int redundant_pairs, std::uint64_t seed)
+      : lay(l), cost(l.size()), partner(l.size(), -1) {
+    boost::random::mt19937_64 g(seed);
+    boost::random::uniform_real_distribution<double> cheap(0.005, 0.03), costly(0.3, 1.0);
+    for (auto& c : cost) c = cheap(g);
+    const int n = static_cast<int>(l.size());
+    std::vector<int> idx(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = i;
+    bosch::search::shuffle(idx, g);
+    std::size_t next = 0;
+    for (int k = 0; k < key_heads && next < idx.size(); ++k)
+      cost[static_cast<std::size_t>(idx[next++])] = costly(g);
+    const int H = l.num_kv_heads;
+    for (int p = 0; p < redundant_pairs && next < idx.size(); ++p) {
+      const int a = idx[next++];
+      // A partner in the same or the next layer that is still free and cheap.
+      int b = -1;
+      for (std::size_t j = next; j < idx.size(); ++j) {
+        const int c = idx[j];
+        const int la = a / H, lc = c / H;
+        if (lc == la || lc == la + 1 || lc == la - 1) {
+          b = c;
+          std::swap(idx[j], idx[next]);
+          ++next;
+          break;
+        }
+      }
+      if (b < 0) continue;
+      partner[static_cast<std::size_t>(a)] = b;
+      partner[static_cast<std::size_t>(b)] = a;
+      cost[static_cast<std::size_t>(a)] = cost[static_cast<std::size_t>(b)] = 0.002;
+    }
+  }
+  HeadLayout layout() const { return lay; }
+  double score(const std::vector<std::uint8_t>& bits) const {
+    double s = 0.0;
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      if (!bits[i]) continue;
+      s -= cost[i];
+      const int p = partner[i];
+      if (p > static_cast<int>(i) && bits[static_cast<std::size_t>(p)]) s -= pair_cost;
+    }
+    return s;
+  }
+  double evaluate(const HeadMask& m) {
+    ++calls;
+    return score(m.bits());
+  }
+  /// The best score with exactly `t` SWA heads (dynamic programming; Hkv <= 8).
+  double optimum(std::size_t t) const {
+    const int L = lay.num_layers, H = lay.num_kv_heads, S = 1 << H;
+    const double none = -1e300;
+    // dp[state][count]: best score of layers 0..l with layer l in `state`.
+    std::vector<std::vector<double>> dp(static_cast<std::size_t>(S),
+                                        std::vector<double>(t + 1, none));
+    auto layer_score = [&](int l, int state, int prev) {
+      // Costs of layer l's SWA heads, pairs inside layer l, pairs with layer l-1.
+      double s = 0.0;
+      for (int k = 0; k < H; ++k) {
+        if (!((state >> k) & 1)) continue;
+        const int i = l * H + k;
+        s -= cost[static_cast<std::size_t>(i)];
+        const int p = partner[static_cast<std::size_t>(i)];
+        if (p < 0) continue;
+        const int lp = p / H, kp = p % H;
+        if (lp == l && p > i && ((state >> kp) & 1)) s -= pair_cost;
+        if (lp == l - 1 && ((prev >> kp) & 1)) s -= pair_cost;
+      }
+      return s;
+    };
+    for (int st = 0; st < S; ++st) {
+      const auto c = static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(st)));
+      if (c <= t) dp[static_cast<std::size_t>(st)][c] = layer_score(0, st, 0);
+    }
+    for (int l = 1; l < L; ++l) {
+      std::vector<std::vector<double>> nd(static_cast<std::size_t>(S),
+                                          std::vector<double>(t + 1, none));
+      for (int prev = 0; prev < S; ++prev)
+        for (std::size_t c0 = 0; c0 <= t; ++c0) {
+          const double base = dp[static_cast<std::size_t>(prev)][c0];
+          if (base == none) continue;
+          for (int st = 0; st < S; ++st) {
+            const std::size_t c =
+                c0 + static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(st)));
+            if (c > t) continue;
+            const double v = base + layer_score(l, st, prev);
+            auto& cell = nd[static_cast<std::size_t>(st)][c];
+            if (v > cell) cell = v;
+          }
+        }
+      dp = std::move(nd);
+    }
+    double best = none;
+    for (int st = 0; st < S; ++st) best = std::max(best, dp[static_cast<std::size_t>(st)][t]);
+    return best;
+  }
+};
+
+}  // namespace bosch::test

@@ -15,7 +15,9 @@ namespace bs = bosch::search;
 TEST_CASE("automatic levels are the counts within level_spread of rho*Hkv") {
   bosch::Options o;  // automatic spread: max(1, round(Hkv / 4))
   CHECK(bs::count_levels({4, 8, 8}, 0.5, o) == std::vector<int>{2, 3, 4, 5, 6});
-  CHECK(bs::count_levels({4, 8, 4}, 0.875, o) == std::vector<int>{3, 4});
+  // Extended down to Hkv - 2: a hard layer may keep two full heads.
+  CHECK(bs::count_levels({4, 8, 4}, 0.875, o) == std::vector<int>{2, 3, 4});
+  CHECK(bs::count_levels({30, 9, 3}, 0.75, o) == std::vector<int>{1, 2, 3});
   CHECK(bs::count_levels({4, 1, 1}, 0.25, o) == std::vector<int>{0, 1});
   // Hkv = 3 (SmolLM2) at rho = 0.5: one or two SWA heads per layer, so Stage 3
   // keeps a choice in every layer (a spread of 2 would allow 0..3).

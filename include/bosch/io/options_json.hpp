@@ -7,12 +7,14 @@
 /// checkpoints, mask metadata and the comparison's run identity.
 
 #include <bosch/error.hpp>
+#include <bosch/mask.hpp>
 #include <bosch/options.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -43,12 +45,45 @@ inline double json_number(const nlohmann::json& v, const std::string& where) {
   return v.get<double>();
 }
 
+/// A mask as "LxHqxHkv:bits" (layer-major, '1' = SWA).
+inline std::string mask_text(const HeadMask& m) {
+  std::string s = to_string(m.layout()) + ":";
+  for (std::size_t i = 0; i < m.size(); ++i) s += m[i] ? '1' : '0';
+  return s;
+}
+inline HeadMask mask_from_text(const std::string& text, const std::string& at) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) throw format_error("expected LxHqxHkv:bits", at);
+  HeadLayout lay;
+  try {
+    lay = parse_layout(std::string_view(text).substr(0, colon));
+  } catch (const invalid_argument& e) {
+    throw format_error(e.message(), at);
+  }
+  const std::string_view bits = std::string_view(text).substr(colon + 1);
+  if (bits.size() != lay.size())
+    throw format_error("mask has " + std::to_string(bits.size()) + " bits, layout " +
+                           to_string(lay) + " needs " + std::to_string(lay.size()),
+                       at);
+  HeadMask m(lay);
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    if (bits[i] != '0' && bits[i] != '1') throw format_error("mask is not a bit string", at);
+    m.set_flat(i, bits[i] == '1');
+  }
+  return m;
+}
+
 template <class T>
 nlohmann::json option_value_json(const T& v) {
-  if constexpr (std::is_enum_v<T>)
+  if constexpr (std::is_enum_v<T>) {
     return to_string(v);
-  else
+  } else if constexpr (std::is_same_v<T, std::vector<HeadMask>>) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& m : v) a.push_back(mask_text(m));
+    return a;
+  } else {
     return v;
+  }
 }
 
 template <class T>
@@ -73,6 +108,15 @@ T option_value_from_json(const nlohmann::json& v, const std::string& at, std::st
     T out;
     for (std::size_t i = 0; i < v.size(); ++i)
       out.push_back(json_number(v[i], at + "[" + std::to_string(i) + "]"));
+    return out;
+  } else if constexpr (std::is_same_v<T, std::vector<HeadMask>>) {
+    if (!v.is_array()) throw format_error(std::string("expected an array, found ") + v.type_name(), at);
+    T out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string ai = at + "[" + std::to_string(i) + "]";
+      if (!v[i].is_string()) throw format_error("expected a mask string", ai);
+      out.push_back(mask_from_text(v[i].get<std::string>(), ai));
+    }
     return out;
   } else {
     static_assert(sizeof(T) == 0, "option type without a JSON form");

@@ -5,7 +5,8 @@
 /// Stage 1 of BOSCH: top-down cascaded layer probes (research/paper.md 2.1).
 ///
 /// For layer l = L-1 down to 0, a small-budget sub-problem picks which
-/// k = ceil(rho * Hkv) KV heads of layer l become SWA, with the layers above
+/// k = probe_count() KV heads of layer l become SWA (ceil(rho * Hkv), but
+/// never the whole layer when Hkv > 1), with the layers above
 /// already localized at their best probe masks and the layers below still
 /// full. The best mask is committed (the cascade) and its score s_best[l]
 /// recorded. Each probe mask differs from the incumbent only in layer l, so a
@@ -37,13 +38,19 @@ enum stream_id : std::uint64_t {
   stream_group_init = 4,
   stream_layers = 5,
   stream_remainder = 6,
+  stream_refine = 7,
 };
 
-/// ceil(rho * Hkv), the SWA heads per layer of a Stage 1 probe (a 1e-9 guard
-/// keeps products such as 0.3 * 10 from rounding up).
-inline int probe_count(const HeadLayout& layout, double rho) {
-  return std::clamp(static_cast<int>(std::ceil(rho * layout.num_kv_heads - 1e-9)), 0,
-                    layout.num_kv_heads);
+/// The SWA heads per layer of a Stage 1 probe: Options::probe_heads when set
+/// (at most Hkv), else ceil(rho * Hkv) but at most Hkv - 1 when Hkv > 1, so
+/// that a probe always chooses among a layer's heads (a whole-layer probe
+/// says nothing about which heads matter). A 1e-9 guard keeps products such
+/// as 0.3 * 10 from rounding up.
+inline int probe_count(const HeadLayout& layout, const Options& o) {
+  const int h = layout.num_kv_heads;
+  if (o.probe_heads > 0) return std::min(o.probe_heads, h);
+  const int k = std::clamp(static_cast<int>(std::ceil(o.target_ratio * h - 1e-9)), 0, h);
+  return h > 1 ? std::min(k, h - 1) : k;
 }
 
 /// Stage 1's output.
@@ -52,14 +59,14 @@ struct ProbeResult {
   std::vector<double> drops;                     ///< per layer (NaN when not probed)
   HeadMask cascade;                              ///< the incumbent after the probes
   std::vector<std::vector<double>> head_values;  ///< [layer][kv] (NaN when unknown)
-  int heads_per_layer = 0;                       ///< ceil(rho * Hkv)
+  int heads_per_layer = 0;                       ///< probe_count(layout, options)
   bool complete = false;                         ///< every layer probed
 };
 
 /// Evaluations Stage 1 plans: L * min(probe_budget, C(Hkv, k)) when
 /// exhaustive probes are allowed, else L * probe_budget.
 inline std::size_t planned_probe_evaluations(const HeadLayout& layout, const Options& o) {
-  const double space = binomial(layout.num_kv_heads, probe_count(layout, o.target_ratio));
+  const double space = binomial(layout.num_kv_heads, probe_count(layout, o));
   double per = static_cast<double>(o.probe_budget);
   if (space <= 1.0 || (o.exhaustive_when_fits && space <= per)) per = space;
   return static_cast<std::size_t>(layout.num_layers) * static_cast<std::size_t>(per);
@@ -72,7 +79,7 @@ ProbeResult run_probes(O& obj, const Options& o, double s_full) {
   const int L = lay.num_layers, H = lay.num_kv_heads;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   ProbeResult pr;
-  pr.heads_per_layer = probe_count(lay, o.target_ratio);
+  pr.heads_per_layer = probe_count(lay, o);
   pr.scores.assign(static_cast<std::size_t>(L), nan);
   pr.drops.assign(static_cast<std::size_t>(L), nan);
   pr.head_values.assign(static_cast<std::size_t>(L),
@@ -149,6 +156,40 @@ inline void resize_layer(HeadMask& mask, int layer, int count, const std::vector
     std::stable_sort(off.begin(), off.end(), by_value);
     for (std::size_t i = 0; i < static_cast<std::size_t>(count) - on.size(); ++i)
       mask.set(layer, off[i], true);
+  }
+}
+
+/// Sets `mask` to exactly `count` SWA heads overall: when it has too many,
+/// the SWA heads with the lowest `values` ([layer][kv], as in resize_layer;
+/// NaN = the mean of the known values) become full; when too few, the full
+/// heads with the highest values become SWA; ties by lower flat index.
+inline void resize_global(HeadMask& mask, std::size_t count,
+                          const std::vector<std::vector<double>>& values) {
+  const int H = mask.layout().num_kv_heads;
+  double mean = 0.0;
+  int known = 0;
+  for (const auto& row : values)
+    for (double v : row)
+      if (std::isfinite(v)) {
+        mean += v;
+        ++known;
+      }
+  mean = known > 0 ? mean / known : 0.0;
+  auto value = [&](std::size_t i) {
+    const std::size_t l = i / static_cast<std::size_t>(H), k = i % static_cast<std::size_t>(H);
+    const double v = l < values.size() && k < values[l].size()
+                         ? values[l][k]
+                         : std::numeric_limits<double>::quiet_NaN();
+    return std::isfinite(v) ? v : mean;
+  };
+  std::vector<std::size_t> on, off;
+  for (std::size_t i = 0; i < mask.size(); ++i) (mask[i] ? on : off).push_back(i);
+  if (on.size() > count) {
+    std::stable_sort(on.begin(), on.end(), [&](std::size_t a, std::size_t b) { return value(a) < value(b); });
+    for (std::size_t i = 0; i < on.size() - count; ++i) mask.set_flat(on[i], false);
+  } else if (on.size() < count) {
+    std::stable_sort(off.begin(), off.end(), [&](std::size_t a, std::size_t b) { return value(a) > value(b); });
+    for (std::size_t i = 0; i < count - on.size(); ++i) mask.set_flat(off[i], true);
   }
 }
 

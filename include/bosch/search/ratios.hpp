@@ -9,7 +9,9 @@
 ///    all 0 when the drops are equal; NaN drops, of unprobed layers, count as
 ///    the hardest) [I].
 /// 2. Levels: per-layer SWA counts allowed (Options::ratio_levels, or the
-///    automatic set of counts within Options::level_spread of rho*Hkv).
+///    automatic set: counts within Options::level_spread of rho*Hkv, extended
+///    down to Hkv - 2 so that a hard layer can keep two full heads at high
+///    ratios even when Hkv is small, e.g. {1, 2, 3} at rho = 0.75, Hkv = 3).
 /// 3. Initial assignment (Options::ratio_init): relative (default), linear,
 ///    quantile or uniform (see bosch::RatioInit).
 /// 4. Shifting: while the total differs from target_count(layout, rho), the
@@ -54,8 +56,13 @@ inline std::vector<int> count_levels(const HeadLayout& layout, double rho, const
   } else {
     const double center = rho * h;
     const int spread = level_spread(layout, o);
+    // A hard layer may keep at least two full heads when the centre allows
+    // it (Hkv - 2 heads SWA), however small Hkv is.
+    const int floor_two_full = std::max(0, h - 2);
     for (int c = 0; c <= h; ++c)
-      if (std::abs(c - center) <= spread + 1e-9) levels.push_back(c);
+      if (std::abs(c - center) <= spread + 1e-9 ||
+          (c >= floor_two_full && c < center && o.ratio_levels.empty()))
+        levels.push_back(c);
   }
   std::sort(levels.begin(), levels.end());
   levels.erase(std::unique(levels.begin(), levels.end()), levels.end());

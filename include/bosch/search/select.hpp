@@ -65,7 +65,13 @@ class search_run {
         target_(target_count(layout_, options.target_ratio)),
         obj_(evaluator, target_, options.max_evaluations),
         cbs_(cbs...),
-        t0_(std::chrono::steady_clock::now()) {}
+        t0_(std::chrono::steady_clock::now()) {
+    for (std::size_t i = 0; i < options_.initial_masks.size(); ++i)
+      if (!(options_.initial_masks[i].layout() == layout_))
+        throw invalid_argument("layout " + to_string(options_.initial_masks[i].layout()) +
+                                   " does not match the evaluator's " + to_string(layout_),
+                               "initial_masks[" + std::to_string(i) + "]");
+  }
 
   Result run() {
     const Options& o = options_;
@@ -109,6 +115,7 @@ class search_run {
       end(Stage::anchors);
     }
     const bool anchored = std::isfinite(obj_.anchors().full) && std::isfinite(obj_.anchors().swa);
+    if (anchored) score_seeds(nullptr);
     if (anchored) {
       if (o.variant == Variant::layer)
         have_candidate = run_layer_variant(candidate);
@@ -178,7 +185,7 @@ class search_run {
   /// The search's estimate of its total evaluations (for progress and ETA).
   std::size_t plan() const {
     const Options& o = options_;
-    std::size_t n = 2 + 1;  // anchors + final
+    std::size_t n = 2 + 1 + o.initial_masks.size();  // anchors + final + seeds
     if (o.variant == Variant::layer) {
       n += layer_budget();
       if (target_ % static_cast<std::size_t>(layout_.num_kv_heads) != 0) n += o.probe_budget;
@@ -192,6 +199,7 @@ class search_run {
         for (int l = 0; l < layout_.num_layers; ++l) all[static_cast<std::size_t>(l)] = l;
         n += search::planned_group_evaluations(layout_, counts, {all}, o);
       }
+      if (o.variant == Variant::full) n += o.refine_budget;
     }
     if (o.max_evaluations > 0) n = std::min(n, o.max_evaluations);
     return n;
@@ -203,6 +211,7 @@ class search_run {
     probes_ = search::run_probes(obj_, o, obj_.anchors().full);
     end(Stage::probes);
     if (!probes_->complete) return false;
+    if (!score_seeds(&probes_->head_values)) return false;
 
     if (!begin(Stage::ratios)) return false;
     if (o.variant == Variant::full) {
@@ -228,6 +237,7 @@ class search_run {
     std::size_t n = obj_.evaluations() + 1;
     if (o.variant != Variant::single)
       n += search::planned_group_evaluations(layout_, counts_, buckets, o);
+    if (o.variant == Variant::full) n += o.refine_budget;
     planned_ = o.max_evaluations > 0 ? std::min(n, o.max_evaluations) : n;
     end(Stage::ratios);
 
@@ -263,12 +273,83 @@ class search_run {
       };
     }
     if (!begin(Stage::groups)) return false;
+    if (o.variant == Variant::full && best_seed_) {
+      // Warm start: the best candidate replaces Stage 2's plan when it scores
+      // higher than the plan's start (its per-layer counts become the plan).
+      const HeadMask start = prep ? complete_plan() : incumbent;
+      const auto s = obj_.evaluate(start, &probes_->cascade);
+      if (!s) return false;
+      if (best_seed_->second > *s) {
+        incumbent = best_seed_->first;
+        counts_ = layer_counts(incumbent);
+        buckets = search::ratio_buckets(counts_);
+        prep = {};
+      }
+    }
     const bool done =
         search::run_groups(obj_, o, incumbent, &probes_->cascade, counts_, buckets, prep);
     end(Stage::groups);
     if (!done) return false;
     candidate = incumbent;
+    if (o.variant == Variant::full && o.refine_budget > 0) {
+      if (!begin(Stage::refine)) return false;
+      const bool refined = refine(candidate);
+      end(Stage::refine);
+      if (!refined) return false;
+    }
     return true;
+  }
+
+  /// The global refinement (Options::refine_budget): every head a unit, one
+  /// group with the target count, from the best exact-count mask so far.
+  bool refine(HeadMask& candidate) {
+    const Options& o = options_;
+    search::SubProblem p;
+    const std::optional<double> cs = obj_.cached(candidate);
+    p.start = (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate;
+    p.reference = nullptr;
+    p.budget = o.refine_budget;
+    p.stream = search::derive_seed(o.seed, {search::stream_refine});
+    search::Group g;
+    g.count = static_cast<int>(target_);
+    for (std::size_t i = 0; i < layout_.size(); ++i) {
+      g.units.push_back(static_cast<int>(i));
+      p.units.push_back({i});
+    }
+    p.groups.push_back(std::move(g));
+    search::SubResult r = search::solve(obj_, p, o);
+    if (!r.evaluated) return false;
+    candidate = r.best;
+    return !obj_.stopped();
+  }
+
+  /// Scores the warm-start candidates (Options::initial_masks) with the
+  /// target count; with `head_values` (after Stage 1) also the others,
+  /// resized to the target count by those values. Keeps the best in
+  /// best_seed_. False when the search stopped or ran out of budget.
+  bool score_seeds(const std::vector<std::vector<double>>* head_values) {
+    bool any = false;
+    std::vector<HeadMask> todo;
+    for (const auto& m : options_.initial_masks) {
+      const bool exact = m.count() == target_;
+      if (head_values == nullptr ? exact : !exact) {
+        todo.push_back(m);
+        if (!exact) search::resize_global(todo.back(), target_, *head_values);
+      }
+    }
+    if (todo.empty()) return true;
+    const Stage before = obj_.stage();
+    if (!begin(Stage::seeds)) return false;
+    const HeadMask full(layout_);
+    const auto scores = obj_.evaluate_many(todo, &full);
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      if (!scores[i]) continue;
+      any = true;
+      if (!best_seed_ || *scores[i] > best_seed_->second) best_seed_.emplace(todo[i], *scores[i]);
+    }
+    end(Stage::seeds);
+    obj_.set_stage(before);
+    return any && !obj_.stopped();
   }
 
   bool run_layer_variant(HeadMask& candidate) {
@@ -409,6 +490,7 @@ class search_run {
   std::chrono::steady_clock::time_point t0_;
   std::size_t planned_ = 0;
   std::optional<search::ProbeResult> probes_;
+  std::optional<std::pair<HeadMask, double>> best_seed_;  // best warm-start candidate and its score
   std::vector<double> weights_;
   std::vector<int> counts_;
 };
