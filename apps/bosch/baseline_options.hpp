@@ -5,10 +5,13 @@
 /// The command-line options of the static head rankings, shared by
 /// `bosch baseline` and `bosch compare`.
 
-#include "common.hpp"
+#include "command_line.hpp"
 
 #include <bosch/baselines/ranking.hpp>
 #include <bosch/eval/head_scores.hpp>
+#include <bosch/eval/transformer_evaluator.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
@@ -56,9 +59,7 @@ struct HeadScoreCli {
     try {
       eval::validate(o);
     } catch (const bosch::invalid_argument& e) {
-      std::string opt = e.where();
-      for (auto& c : opt) c = c == '_' ? '-' : c;
-      throw bosch::invalid_argument(e.message(), "--" + opt);
+      throw bosch::invalid_argument(e.message(), option_name(e.where()));
     }
     return o;
   }

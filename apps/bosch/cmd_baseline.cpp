@@ -5,9 +5,16 @@
 
 #include "baseline_options.hpp"
 #include "commands.hpp"
-#include "common.hpp"
+#include "files.hpp"
+#include "held_out_report.hpp"
+#include "mask_files.hpp"
+#include "model_options.hpp"
+#include "search_options.hpp"
+#include "task_options.hpp"
 
 #include <bosch/baselines/layer.hpp>
+#include <bosch/eval/report.hpp>
+#include <bosch/eval/suite.hpp>
 #include <bosch/eval/head_scores.hpp>
 #include <bosch/io/atomic_file.hpp>
 #include <bosch/io/svg.hpp>
@@ -60,7 +67,7 @@ int run_baseline(int argc, char** argv) {
         "format", po::value(&format)->value_name("json|tsv|grid"), "mask format (default: by extension)")(
         "scores", po::value(&scores_path)->value_name("FILE"), "also write the ranking's per-head scores (JSON)")(
         "svg", po::value(&svg)->value_name("FILE"), "SVG head map of the mask")(
-        "report", po::bool_switch(&report), "afterwards, print held-out scores of all-full, all-SWA and the mask");
+        "report", flag(&report), "afterwards, print held-out scores of all-full, all-SWA and the mask");
     cl.options.add(mo.describe()).add(to.describe()).add(what).add(hs.describe()).add(files).add(oo.describe());
     cl.positional.add("model", 1);
     cl.epilog =
@@ -85,23 +92,23 @@ int run_baseline(int argc, char** argv) {
                                       "--method");
       }
     }
-    (void)target_count(HeadLayout{1, 1, 1}, ratio);  // validates the ratio
-    if (!(ratio > 0 && ratio < 1)) throw bosch::invalid_argument("must lie in (0, 1)", "--ratio");
+    SearchOptions::check_ratio(ratio, "--ratio");
     if (layer_count != "exact" && layer_count != "whole")
       throw bosch::invalid_argument("expected exact or whole, got '" + layer_count + "'", "--layer-count");
     if (layer && !scores_path.empty()) throw usage_error("--scores applies to the head rankings only");
     const MaskFormat fmt = out == "-" && format.empty() ? MaskFormat::json : mask_format(out, format, "--format");
-    TaskSuiteOptions suite;
-    try {
-      suite = to.suite();
-    } catch (const bosch::invalid_argument& e) {
-      throw bosch::invalid_argument(e.message(), "--" + e.where());
-    }
+    const TaskSuiteOptions suite = to.suite();
     const TransformerEvaluatorOptions eo = to.evaluator();
     const eval::HeadScoreOptions so = hs.resolved(eo, seed);
     const baselines::Quota quota = hs.resolved_quota();
     if (!layer && mo.cuda())
       throw usage_error("the head rankings read attention on the CPU backend (use --device cpu)");
+    if (report && suite.held_out_samples < 1)
+      throw bosch::invalid_argument("must be at least 1 for --report", "--held-out-samples");
+    check_output_path(out, "--out");
+    check_output_path(scores_path, "--scores");
+    check_output_path(svg, "--svg");
+    if (!layer || report) to.check_model(read_model_config(mo));
 
     const model::Model model = load_model(mo, oo);
     const HeadLayout layout = model.config.layout();
@@ -128,9 +135,7 @@ int run_baseline(int argc, char** argv) {
       const auto calibration = make_task_suite(suite, model.tokenizer, false).calibration;
       oo.info() << "tasks: " << calibration.samples.size() << " calibration samples of <= " << suite.context_length
                 << " tokens; window " << eo.window << ", sinks " << eo.sinks << "\n";
-      cpu::Options co;
-      co.threads = mo.threads;
-      const auto backend = detail::make_backend<cpu::Backend>(model, co);
+      const auto backend = make_cpu_backend(model, mo);
       oo.info() << "computing " << method << " scores\n";
       eval::HeadScores scores;
       if (ranking == eval::Method::proxy) {
@@ -166,7 +171,6 @@ int run_baseline(int argc, char** argv) {
     if (out != "-" && oo.verbosity() != Verbosity::quiet) std::cerr << to_grid(mask);
 
     if (report) {
-      if (suite.held_out_samples < 1) throw bosch::invalid_argument("must be at least 1 for --report", "--held-out-samples");
       const auto held_out = tasks::generate(suite_specs(suite, tasks::Split::held_out), model.tokenizer);
       return with_backend(model, mo, [&](const auto& backend) -> int {
         ReportOptions ro;

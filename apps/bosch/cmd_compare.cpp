@@ -4,60 +4,53 @@
 // resumable cell by cell.
 
 #include "baseline_options.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
-#include "common.hpp"
+#include "model_options.hpp"
+#include "search_options.hpp"
+#include "task_options.hpp"
 
 #include <bosch/eval/compare.hpp>
-#include <bosch/version.hpp>
+#include <bosch/io/options_json.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <iostream>
 #include <set>
-#include <sstream>
 
 namespace bosch::cli {
 namespace {
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-std::vector<double> parse_ratios(const std::string& s) {
-  std::vector<double> out;
-  for (const auto& item : split_list(s)) {
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size()) throw bosch::invalid_argument("not a number: '" + item + "'", "--ratios");
-    if (!(v > 0 && v < 1)) throw bosch::invalid_argument("every ratio must lie in (0, 1), got " + item, "--ratios");
-    out.push_back(v);
-  }
-  if (out.empty()) throw bosch::invalid_argument("no ratio given", "--ratios");
-  return out;
-}
-
-}  // namespace
-
-namespace {
 /// Every search option but the ratio (the comparison runs several).
 nlohmann::json compare_search_identity(const Options& o) {
   nlohmann::json j = options_to_json(o);
   j.erase("target_ratio");
   return j;
 }
+
+/// The method names of --methods (in the standard order), case-insensitive; "all" = every one.
+std::set<std::string> parse_methods(const std::string& list) {
+  const std::vector<std::string> known{"BOSCH", "B-single", "B-multi", "B-layer", "DCAM", "APL", "RAZOR",
+                                       "QADA",  "PROXY",    "FISHER",  "RETRIEVAL", "RAND", "BME", "INTR"};
+  std::set<std::string> wanted;
+  for (const auto& name : split_list(list)) {
+    if (name == "all") {
+      wanted.insert(known.begin(), known.end());
+      continue;
+    }
+    auto it = std::find_if(known.begin(), known.end(), [&](const std::string& k) {
+      return std::equal(k.begin(), k.end(), name.begin(), name.end(), [](char a, char b) {
+        return std::toupper(static_cast<unsigned char>(a)) == std::toupper(static_cast<unsigned char>(b));
+      });
+    });
+    if (it == known.end()) throw bosch::invalid_argument("unknown method '" + name + "'", "--methods");
+    wanted.insert(*it);
+  }
+  if (wanted.empty()) throw bosch::invalid_argument("no method given", "--methods");
+  return wanted;
+}
+
 }  // namespace
 
 int run_compare(int argc, char** argv) {
@@ -66,8 +59,9 @@ int run_compare(int argc, char** argv) {
     TaskOptions to;
     OutputOptions oo;
     HeadScoreCli hs;
-    Options search;
-    std::string out = "comparison", ratios_text = "0.25,0.5,0.75,0.875", methods_text = "all", inner = "swap";
+    // The ratio and the variant are set per cell: --ratios and --methods.
+    SearchOptions so({"target_ratio", "variant"});
+    std::string out = "comparison", ratios_text = "0.25,0.5,0.75,0.875", methods_text = "all";
     std::string layer_count = "exact";
     int extra_tokens = 4;
     bool no_accuracy = false, report_only = false;
@@ -82,7 +76,8 @@ int run_compare(int argc, char** argv) {
                    "quality. Writes DIR/results.json after every finished (method, ratio) cell: run\n"
                    "the same command again to resume (finished cells are not recomputed). Outputs:\n"
                    "table.md, results.csv, turnover.csv, jaccard.csv, heads/<method>.svg,\n"
-                   "accuracy_vs_ratio.svg, logprob_vs_ratio.svg. Runs on the CPU backend.");
+                   "accuracy_vs_ratio.svg, logprob_vs_ratio.svg. Runs on the CPU backend. The BOSCH\n"
+                   "search options are those of `bosch select` (--seed also seeds RAND and RAZOR).");
     po::options_description what("Comparison");
     what.add_options()("out,o", po::value(&out)->default_value(out)->value_name("DIR"), "output directory")(
         "ratios", po::value(&ratios_text)->default_value(ratios_text)->value_name("LIST"),
@@ -94,25 +89,14 @@ int run_compare(int argc, char** argv) {
         "layer heuristics: exact head count (one partial layer) or round(rho L) whole layers")(
         "extra-tokens", po::value(&extra_tokens)->default_value(extra_tokens)->value_name("N"),
         "held-out greedy budget: answer tokens + N")(
-        "no-accuracy", po::bool_switch(&no_accuracy),
+        "no-accuracy", flag(&no_accuracy),
         "skip greedy decoding: tables show the greedy exact match (free) instead of accuracy")(
-        "report-only", po::bool_switch(&report_only),
-        "compute nothing: write the tables and figures of this grid from DIR/results.json");
-    po::options_description srch("BOSCH search");
-    srch.add_options()("seed", po::value(&search.seed)->default_value(0)->value_name("N"),
-                       "search seed (also RAND's and RAZOR's)")(
-        "probe-budget", po::value(&search.probe_budget)->default_value(search.probe_budget)->value_name("N"),
-        "Stage 1 evaluations per layer probe")(
-        "chunk-budget", po::value(&search.chunk_budget)->default_value(search.chunk_budget)->value_name("N"),
-        "Stage 3 evaluations per chunk")(
-        "max-evaluations", po::value(&search.max_evaluations)->default_value(0)->value_name("N"),
-        "total evaluation budget per search (0 = none; else >= 3)")(
-        "max-vars", po::value(&search.max_vars)->default_value(search.max_vars)->value_name("N"),
-        "most KV heads per Stage 3 chunk")(
-        "inner-solver", po::value(&inner)->default_value(inner)->value_name("NAME"), "swap | penalized")(
+        "report-only", flag(&report_only),
+        "compute nothing: write the tables and figures of this grid from DIR/results.json")(
         "progress-every", po::value(&progress_every)->default_value(progress_every)->value_name("N"),
         "a search progress line every N evaluations (0 = per cell only)");
-    cl.options.add(mo.describe()).add(to.describe()).add(what).add(srch).add(hs.describe()).add(oo.describe());
+    cl.options.add(mo.describe()).add(to.describe()).add(what).add(so.describe("BOSCH search (per cell)"))
+        .add(hs.describe()).add(oo.describe());
     cl.positional.add("model", 1);
     cl.epilog =
         "Example (about 40 minutes on 2 cores):\n"
@@ -123,57 +107,23 @@ int run_compare(int argc, char** argv) {
     // ---- check everything before loading the model ------------------------------
     mo.validate();
     if (mo.cuda()) throw usage_error("compare runs on the CPU backend (the head rankings read attention there)");
-    const auto ratios = parse_ratios(ratios_text);
-    TaskSuiteOptions suite;
-    try {
-      suite = to.suite();
-    } catch (const bosch::invalid_argument& e) {
-      throw bosch::invalid_argument(e.message(), "--" + e.where());
-    }
+    const auto ratios = SearchOptions::parse_ratios(ratios_text, "--ratios");
+    const TaskSuiteOptions suite = to.suite();
     if (suite.held_out_samples < 1) throw bosch::invalid_argument("must be at least 1", "--held-out-samples");
     const TransformerEvaluatorOptions eo = to.evaluator();
-    try {
-      search.inner_solver = parse_inner_solver(inner);
-    } catch (const bosch::invalid_argument& e) {
-      throw bosch::invalid_argument(e.message(), "--inner-solver");
-    }
-    try {
-      validate(search);
-    } catch (const bosch::invalid_argument& e) {
-      std::string opt = e.where();
-      for (auto& c : opt) c = c == '_' ? '-' : c;
-      throw bosch::invalid_argument(e.message(), "--" + opt);
-    }
+    const Options search = so.resolve(vm);
     if (extra_tokens < 0) throw bosch::invalid_argument("must be >= 0", "--extra-tokens");
     if (layer_count != "exact" && layer_count != "whole")
       throw bosch::invalid_argument("expected exact or whole, got '" + layer_count + "'", "--layer-count");
-    eval::StandardMethodsOptions so;
-    so.search = search;
-    so.scores = hs.resolved(eo, search.seed);
-    so.quota = hs.resolved_quota();
-    so.layer_count = layer_count == "exact" ? baselines::LayerCount::exact : baselines::LayerCount::whole_layers;
-    so.progress_every = progress_every;
-    so.search_progress = [&oo](const std::string& s) { oo.info() << "  " << s << "\n"; };
-    // Which methods: all, or the listed names (in the standard order).
-    std::set<std::string> wanted;
-    const std::vector<std::string> known{"BOSCH", "B-single", "B-multi", "B-layer", "DCAM", "APL", "RAZOR",
-                                         "QADA",  "PROXY",    "FISHER",  "RETRIEVAL", "RAND", "BME", "INTR"};
-    for (const auto& name : split_list(methods_text)) {
-      if (name == "all") {
-        wanted.insert(known.begin(), known.end());
-        continue;
-      }
-      auto it = std::find_if(known.begin(), known.end(), [&](const std::string& k) {
-        if (k.size() != name.size()) return false;
-        for (std::size_t i = 0; i < k.size(); ++i)
-          if (std::toupper(static_cast<unsigned char>(k[i])) != std::toupper(static_cast<unsigned char>(name[i])))
-            return false;
-        return true;
-      });
-      if (it == known.end()) throw bosch::invalid_argument("unknown method '" + name + "'", "--methods");
-      wanted.insert(*it);
-    }
-    if (wanted.empty()) throw bosch::invalid_argument("no method given", "--methods");
+    eval::StandardMethodsOptions smo;
+    smo.search = search;
+    smo.scores = hs.resolved(eo, search.seed);
+    smo.quota = hs.resolved_quota();
+    smo.layer_count = layer_count == "exact" ? baselines::LayerCount::exact : baselines::LayerCount::whole_layers;
+    smo.progress_every = progress_every;
+    smo.search_progress = [&oo](const std::string& s) { oo.info() << "  " << s << "\n"; };
+    const std::set<std::string> wanted = parse_methods(methods_text);
+    to.check_model(read_model_config(mo));
 
     // ---- the run ---------------------------------------------------------------------
     const auto t0 = std::chrono::steady_clock::now();
@@ -182,11 +132,9 @@ int run_compare(int argc, char** argv) {
     oo.info() << "tasks: " << task_suite.calibration.samples.size() << " calibration and "
               << task_suite.held_out.samples.size() << " held-out samples of <= " << suite.context_length
               << " tokens; window " << eo.window << ", sinks " << eo.sinks << "\n";
-    cpu::Options co;
-    co.threads = mo.threads;
-    const auto backend = detail::make_backend<cpu::Backend>(model, co);
+    const auto backend = make_cpu_backend(model, mo);
     TransformerEvaluator<cpu::Backend> evaluator(backend, task_suite.calibration, eo);
-    auto methods = eval::standard_methods(backend, evaluator, so);
+    auto methods = eval::standard_methods(backend, evaluator, smo);
     methods.erase(std::remove_if(methods.begin(), methods.end(),
                                  [&](const eval::ComparisonMethod& m) { return !wanted.count(m.name); }),
                   methods.end());
@@ -195,25 +143,25 @@ int run_compare(int argc, char** argv) {
     ro.extra_new_tokens = extra_tokens;
     const auto scorer = eval::held_out_scorer(backend, model.tokenizer, task_suite.held_out, eo.window, eo.sinks, ro);
 
-    eval::ComparisonOptions co2;
-    co2.ratios = ratios;
-    co2.output_dir = out;
-    co2.title = model.config.name;
-    co2.compute_missing = !report_only;
-    co2.run = {{"model", model.config.name},
-               {"model_fingerprint", model.fingerprint},
-               {"window", eo.window},
-               {"sinks", eo.sinks},
-               {"suite", to_json(suite)},
-               {"search", compare_search_identity(search)},
-               {"rankings", hs.to_json()},
-               {"layer_count", layer_count},
-               {"held_out", {{"accuracy", !no_accuracy}, {"extra_tokens", extra_tokens}}}};
-    const auto result = eval::run_comparison(methods, scorer, evaluator.layout(), co2,
+    eval::ComparisonOptions co;
+    co.ratios = ratios;
+    co.output_dir = out;
+    co.title = model.config.name;
+    co.compute_missing = !report_only;
+    co.run = {{"model", model.config.name},
+              {"model_fingerprint", model.fingerprint},
+              {"window", eo.window},
+              {"sinks", eo.sinks},
+              {"suite", to_json(suite)},
+              {"search", compare_search_identity(search)},
+              {"rankings", hs.to_json()},
+              {"layer_count", layer_count},
+              {"held_out", {{"accuracy", !no_accuracy}, {"extra_tokens", extra_tokens}}}};
+    const auto result = eval::run_comparison(methods, scorer, evaluator.layout(), co,
                                              [&oo](const std::string& s) { oo.info() << s << "\n"; });
-    eval::write_comparison_outputs(result, co2);
+    eval::write_comparison_outputs(result, co);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << eval::comparison_markdown(result, co2);
+    std::cout << eval::comparison_markdown(result, co);
     oo.info() << "wrote " << out << "/ (table.md, results.json, results.csv, turnover.csv, jaccard.csv, heads/, "
               << "plots): " << result.computed << " cells computed, " << result.resumed << " resumed, " << seconds
               << " s\n";

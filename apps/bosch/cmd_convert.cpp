@@ -2,7 +2,9 @@
 // bosch convert IN OUT: a mask between JSON, DuoAttention-style TSV and the text grid.
 
 #include "commands.hpp"
-#include "common.hpp"
+#include "files.hpp"
+#include "mask_files.hpp"
+#include "output_options.hpp"
 
 #include <iostream>
 
@@ -42,13 +44,14 @@ int run_convert(int argc, char** argv) {
     const MaskFormat src = in == "-" && from.empty() ? MaskFormat::json : mask_format(in, from, "--from");
     const MaskFormat dst = out == "-" && to.empty() ? MaskFormat::grid : mask_format(out, to, "--to");
     std::optional<HeadLayout> layout;
-    if (!layout_text.empty()) layout = parse_layout(layout_text);
+    if (!layout_text.empty()) layout = for_option("--layout", [&] { return parse_layout(layout_text); });
     if (src != MaskFormat::json && dst == MaskFormat::json && !layout)
       throw usage_error("--layout LxHqxHkv is needed: a " + std::string(to_string(src)) +
                         " file does not record the query-head count");
+    check_output_path(out, "OUT");
     const io::MaskFile f = read_mask_file(in, src, layout, threshold);
     write_mask_file(out, dst, f.mask, src == MaskFormat::json ? f.metadata : nlohmann::json::object());
-    oo.detail() << "bosch convert: " << (in == "-" ? "<stdin>" : in) << " (" << to_string(src) << ") -> "
+    oo.detail() << "bosch convert: " << input_name(in) << " (" << to_string(src) << ") -> "
               << (out == "-" ? "<stdout>" : out) << " (" << to_string(dst) << "): "
               << to_string(f.mask.layout()) << ", " << f.mask.count() << " of " << f.mask.size()
               << " KV heads SWA\n";

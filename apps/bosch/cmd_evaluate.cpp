@@ -2,9 +2,14 @@
 // bosch evaluate MODEL --mask FILE: held-out scores of a mask.
 
 #include "commands.hpp"
-#include "common.hpp"
+#include "files.hpp"
+#include "held_out_report.hpp"
+#include "mask_files.hpp"
+#include "model_options.hpp"
+#include "task_options.hpp"
 
-#include <bosch/model/loader.hpp>
+#include <bosch/eval/report.hpp>
+#include <bosch/eval/suite.hpp>
 #include <bosch/tasks/generate.hpp>
 
 #include <iostream>
@@ -25,18 +30,20 @@ int run_evaluate(int argc, char** argv) {
                    "log-probability (teacher forced), its exponent, greedy-decoding accuracy\n"
                    "(RULER string match) and exact match, overall and per task.\n"
                    "Window, sinks and the task suite default to those recorded in the mask's\n"
-                   "JSON metadata (the run that selected it); options given here override them.");
+                   "JSON metadata (the run that selected it); options given here override them.\n"
+                   "A recorded context was allowed when the mask was selected; a --context\n"
+                   "given here must fit the model's trained context (or --allow-long-context).");
     po::options_description what("Evaluation");
     what.add_options()("mask", po::value(&mask_path)->value_name("FILE"),
                        "the mask (JSON, TSV or grid; '-' = stdin)")(
         "mask-format", po::value(&mask_fmt)->value_name("json|tsv|grid"),
         "format of --mask (default: by extension)")(
-        "references", po::bool_switch(&references), "also score the all-full and all-SWA masks")(
-        "no-accuracy", po::bool_switch(&no_accuracy),
+        "references", flag(&references), "also score the all-full and all-SWA masks")(
+        "no-accuracy", flag(&no_accuracy),
         "skip greedy decoding (log-probabilities only; faster)")(
         "extra-tokens", po::value(&extra_tokens)->default_value(extra_tokens)->value_name("N"),
         "greedy budget: answer tokens + N")(
-        "json", po::bool_switch(&json), "print one JSON object on stdout instead of a table");
+        "json", flag(&json), "print one JSON object on stdout instead of a table");
     cl.options.add(mo.describe()).add(to.describe()).add(what).add(oo.describe());
     cl.positional.add("model", 1);
     cl.epilog = "Example:\n  bosch evaluate SmolLM2-135M-Instruct.Q4_1.gguf --mask mask.json --references\n";
@@ -50,19 +57,15 @@ int run_evaluate(int argc, char** argv) {
     const MaskFormat format = mask_path == "-" && mask_fmt.empty()
                                   ? MaskFormat::json
                                   : mask_format(mask_path, mask_fmt, "--mask-format");
-    // Check the option values now (usage errors before any file is read).
-    try {
-      (void)to.suite();
-    } catch (const bosch::invalid_argument& e) {
-      throw bosch::invalid_argument(e.message(), "--" + e.where());
-    }
-    (void)to.evaluator();
+    // Check the option values now (usage errors before any file is read);
+    // window and sinks against the context once the mask's settings are in.
+    (void)to.suite();
 
     // The mask first (cheap), its layout checked against the model's config
     // before the weights are loaded.
-    const model::Config config = model::read_config(mo.model);
+    const model::Config config = read_model_config(mo);
     io::MaskFile mask_file = read_mask_file(mask_path, format, config.layout());
-    const std::string mask_name = mask_path == "-" ? std::string("<stdin>") : mask_path;
+    const std::string mask_name = input_name(mask_path);
     const nlohmann::json& meta = mask_file.metadata;
 
     // Settings recorded by `bosch select`, unless given here.
@@ -81,16 +84,18 @@ int run_evaluate(int argc, char** argv) {
     from_meta("task-seed", "task_seed", to.task_seed);
     if (!given(vm, "chat") && meta.contains("chat") && meta["chat"].is_boolean()) to.chat = meta["chat"].get<bool>();
     TaskSuiteOptions suite;
+    TransformerEvaluatorOptions eval_options;
     try {
       suite = to.suite();
+      eval_options = to.evaluator();
     } catch (const bosch::invalid_argument& e) {
-      throw bosch::invalid_argument(e.message() + " (from the mask's metadata or the options)", "--" + e.where());
+      throw bosch::invalid_argument(e.message() + " (from the mask's metadata or the options)", e.where());
     }
-    const TransformerEvaluatorOptions eval_options = to.evaluator();
+    // A context recorded in the mask passed the trained-context check when it was selected.
+    to.check_model(config, given(vm, "context"));
     if (suite.held_out_samples < 1) throw bosch::invalid_argument("must be at least 1 to evaluate", "--held-out-samples");
 
     const model::Model model = load_model(mo, oo);
-    require_model_layout(mask_file.mask, model.config.layout(), mask_name);
     if (meta.contains("model_fingerprint") && meta["model_fingerprint"].is_string() &&
         meta["model_fingerprint"] != model.fingerprint)
       oo.info() << "bosch evaluate: warning: " << mask_name << " was selected on another model file "

@@ -3,12 +3,14 @@
 // tokenizer and fingerprint of a model, from its configuration where possible.
 
 #include "commands.hpp"
-#include "common.hpp"
+#include "model_options.hpp"
 
 #include <bosch/model/dequant.hpp>
 #include <bosch/model/gguf.hpp>
 #include <bosch/model/loader.hpp>
 #include <bosch/model/tokenizer_json.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -71,8 +73,8 @@ int run_inspect(int argc, char** argv) {
                    "parameter count, context length, tokenizer and fingerprint. Reads only the\n"
                    "configuration and metadata (fast); --load reads the weights too.");
     cl.options.add(mo.describe(false));
-    cl.options.add_options()("json", po::bool_switch(&json), "print one JSON object instead of text")(
-        "load", po::bool_switch(&load),
+    cl.options.add_options()("json", flag(&json), "print one JSON object instead of text")(
+        "load", flag(&load),
         "load the whole model (checks every tensor; gives the fingerprint of a Hugging Face "
         "directory)");
     cl.positional.add("model", 1);

@@ -2,40 +2,32 @@
 // bosch select: run BOSCH on a model and write the chosen mask.
 
 #include "commands.hpp"
-#include "common.hpp"
+#include "command_line.hpp"
+#include "files.hpp"
+#include "held_out_report.hpp"
+#include "mask_files.hpp"
+#include "model_options.hpp"
+#include "progress.hpp"
+#include "search_options.hpp"
+#include "signals.hpp"
+#include "task_options.hpp"
+#include "test_hooks.hpp"
 
+#include <bosch/bosch.hpp>
+#include <bosch/eval/report.hpp>
+#include <bosch/eval/suite.hpp>
+#include <bosch/io/checkpoint.hpp>
 #include <bosch/io/file_lock.hpp>
 #include <bosch/io/svg.hpp>
 
 #include <csignal>
 #include <filesystem>
 #include <iostream>
-#include <optional>
 #include <sstream>
 
 namespace bosch::cli {
 
 namespace {
-
-/// "--probe-budget" for Options::probe_budget, "--ratio" for target_ratio.
-std::string option_of_field(const std::string& field) {
-  if (field == "target_ratio") return "--ratio";
-  std::string s = "--" + field;
-  for (char& c : s)
-    if (c == '_') c = '-';
-  return s;
-}
-
-/// The evaluation log callback when --log is given.
-struct MaybeLog {
-  std::optional<EvaluationLogWriter> writer;
-  void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
-    if (writer) writer->on_evaluation(v, r);
-  }
-  void end_search(const SearchView& v, const Result& r) {
-    if (writer) writer->end_search(v, r);
-  }
-};
 
 /// What must be equal for a checkpoint to be resumed: everything the
 /// evaluator's scores depend on (the checkpoint itself checks the search options).
@@ -53,6 +45,39 @@ nlohmann::json run_identity(const model::Model& m, const TransformerEvaluatorOpt
   return j;
 }
 
+/// Refuses a resume whose run identity differs from the saved one (usage
+/// error listing the differences); warns when none was saved.
+void check_resume_identity(const std::string& identity_path, const nlohmann::json& identity,
+                           const OutputOptions& oo) {
+  if (!std::filesystem::exists(identity_path)) {
+    oo.info() << "bosch select: warning: " << identity_path
+              << " is missing; cannot check that the model and tasks match the checkpoint\n";
+    return;
+  }
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(io::read_file(identity_path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw format_error(std::string("not valid JSON: ") + e.what(), identity_path);
+  }
+  if (saved == identity) return;
+  std::string diff;
+  for (auto it = identity.begin(); it != identity.end(); ++it)
+    if (!saved.contains(it.key()) || saved[it.key()] != it.value())
+      diff += (diff.empty() ? "" : ", ") + it.key() + " " +
+              (saved.contains(it.key()) ? saved[it.key()].dump() : "-") + " -> " + it.value().dump();
+  throw usage_error("--resume: the checkpoint belongs to a run with other settings (" + diff + ")");
+}
+
+/// The command that resumes this run: the same arguments, with --resume.
+std::string resume_command(int argc, char** argv) {
+  std::vector<std::string> args{"bosch"};
+  for (const auto& a : test_hooks::strip({argv, argv + argc}))
+    if (a != "--resume" && a.rfind("--resume=", 0) != 0) args.push_back(a);
+  args.emplace_back("--resume");
+  return shell_join(args);
+}
+
 }  // namespace
 
 int run_select(int argc, char** argv) {
@@ -60,11 +85,10 @@ int run_select(int argc, char** argv) {
     ModelOptions mo;
     TaskOptions to;
     OutputOptions oo;
-    Options options;
-    std::string variant = "full", inner = "swap", out = "mask.json", format, checkpoint, log, svg;
+    SearchOptions so;
+    std::string out = "mask.json", format, checkpoint, log, svg;
     bool resume = false, report = false;
-    std::size_t checkpoint_every = 1, progress_every = 1, stop_after = 0;
-    std::string stop_signal = "int";
+    std::size_t checkpoint_every = 1, progress_every = 1;
 
     CommandLine cl("select", "bosch select [options] --model MODEL [--ratio R] [-o OUT]",
                    "Choose which KV heads of MODEL become sliding-window (SWA) heads with BOSCH\n"
@@ -73,27 +97,6 @@ int run_select(int argc, char** argv) {
                    "Progress goes to stderr. Ctrl-C (or SIGTERM) stops after the current\n"
                    "evaluation, writes the checkpoint and exits 130 (143); run the same command\n"
                    "with --resume to continue to the same mask as an uninterrupted run.");
-    po::options_description search("Search");
-    search.add_options()("ratio,r", po::value(&options.target_ratio)->default_value(0.5)->value_name("R"),
-                         "fraction of KV heads made SWA, in (0, 1)")(
-        "seed", po::value(&options.seed)->default_value(0)->value_name("N"), "search seed")(
-        "variant", po::value(&variant)->default_value(variant)->value_name("NAME"),
-        "full | single | multi | layer (the paper's ablations)")(
-        "probe-budget", po::value(&options.probe_budget)->default_value(options.probe_budget)->value_name("N"),
-        "Stage 1 evaluations per layer probe")(
-        "chunk-budget", po::value(&options.chunk_budget)->default_value(options.chunk_budget)->value_name("N"),
-        "Stage 3 evaluations per chunk")(
-        "max-evaluations", po::value(&options.max_evaluations)->default_value(0)->value_name("N"),
-        "total evaluation budget (0 = none; else >= 3)")(
-        "max-vars", po::value(&options.max_vars)->default_value(options.max_vars)->value_name("N"),
-        "most KV heads per Stage 3 chunk")(
-        "level-spread", po::value(&options.level_spread)->default_value(options.level_spread)->value_name("N"),
-        "Stage 2: allowed per-layer SWA counts lie within N heads of rho*Hkv (0 = automatic, "
-        "max(1, round(Hkv/4)))")(
-        "group-rounds", po::value(&options.group_rounds)->default_value(options.group_rounds)->value_name("N"),
-        "passes of Stage 3 over all buckets")(
-        "inner-solver", po::value(&inner)->default_value(inner)->value_name("NAME"),
-        "swap | penalized");
     po::options_description files("Files");
     files.add_options()("out,o", po::value(&out)->default_value(out)->value_name("FILE"),
                         "mask file to write ('-' = stdout)")(
@@ -104,19 +107,18 @@ int run_select(int argc, char** argv) {
         "checkpoint-every", po::value(&checkpoint_every)->default_value(checkpoint_every)->value_name("N"),
         "write the checkpoint every N evaluations (and always when stopping); 1 = a crash, even SIGKILL, "
         "loses no finished evaluation")(
-        "resume", po::bool_switch(&resume), "continue from the checkpoint of an interrupted run")(
+        "resume", flag(&resume), "continue from the checkpoint of an interrupted run")(
         "log", po::value(&log)->value_name("FILE"),
         "JSON-lines log, one record per evaluation (index, stage, score, swa, seconds, mask)")(
         "svg", po::value(&svg)->value_name("FILE"), "SVG head map of the chosen mask (layers x KV heads)")(
-        "report", po::bool_switch(&report),
+        "report", flag(&report),
         "afterwards, print held-out scores of all-full, all-SWA and the chosen mask on stdout");
     po::options_description progress("Progress");
     progress.add_options()("progress-every",
                            po::value(&progress_every)->default_value(progress_every)->value_name("N"),
                            "a progress line every N evaluations");
-    cl.options.add(mo.describe()).add(to.describe()).add(search).add(files).add(oo.describe()).add(progress);
-    cl.hidden.add_options()("stop-after", po::value(&stop_after), "test hook: raise a signal after N evaluations")(
-        "stop-signal", po::value(&stop_signal), "test hook: int | term | wait (for an outside signal)");
+    cl.options.add(mo.describe()).add(to.describe()).add(so.describe()).add(files).add(oo.describe()).add(progress);
+    test_hooks::add_options(cl.hidden);
     cl.positional.add("model", 1);
     cl.epilog =
         "Example:\n"
@@ -125,36 +127,21 @@ int run_select(int argc, char** argv) {
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
-    // ---- check everything before loading the model ------------------------------
+    // ---- check everything before the long work ----------------------------------------
     mo.validate();
-    try {
-      options.variant = parse_variant(variant);
-    } catch (const bosch::invalid_argument& e) {
-      throw bosch::invalid_argument(e.message(), "--variant");
-    }
-    try {
-      options.inner_solver = parse_inner_solver(inner);
-    } catch (const bosch::invalid_argument& e) {
-      throw bosch::invalid_argument(e.message(), "--inner-solver");
-    }
-    try {
-      validate(options);
-    } catch (const bosch::invalid_argument& e) {
-      throw bosch::invalid_argument(e.message(), option_of_field(e.where()));
-    }
-    TaskSuiteOptions suite;
-    try {
-      suite = to.suite();
-    } catch (const bosch::invalid_argument& e) {
-      throw bosch::invalid_argument(e.message(), "--" + e.where());
-    }
+    const Options options = so.resolve(vm);
+    const TaskSuiteOptions suite = to.suite();
     const TransformerEvaluatorOptions eval_options = to.evaluator();
     const MaskFormat out_format =
         out == "-" && format.empty() ? MaskFormat::json : mask_format(out, format, "--format");
-    if (stop_signal != "int" && stop_signal != "term" && stop_signal != "wait")
-      throw usage_error("--stop-signal: expected int, term or wait");
+    test_hooks::check();
     const bool default_checkpoint = checkpoint.empty();
     if (default_checkpoint) checkpoint = (out == "-" ? std::string("bosch-select") : out) + ".checkpoint";
+    check_output_path(out, "--out");
+    check_output_path(checkpoint, default_checkpoint ? "--out" : "--checkpoint");
+    check_output_path(log, "--log");
+    check_output_path(svg, "--svg");
+    to.check_model(read_model_config(mo));
     const std::string identity_path = checkpoint + ".run.json";
     // One run per checkpoint: a second one would overwrite the first's checkpoint.
     io::FileLock checkpoint_lock(checkpoint + ".lock", "checkpoint '" + checkpoint + "'");
@@ -164,10 +151,6 @@ int run_select(int argc, char** argv) {
 
     // ---- model and tasks ------------------------------------------------------------
     const model::Model model = load_model(mo, oo);
-    if (suite.context_length > model.config.max_position && model.config.max_position > 0)
-      oo.info() << "bosch select: warning: --context " << suite.context_length
-                << " exceeds the model's trained context of " << model.config.max_position
-                << " tokens\n";
     const TaskSuite tasks = make_task_suite(suite, model.tokenizer, report);
     oo.info() << "tasks: " << tasks.calibration.samples.size() << " calibration samples ("
               << task_list_string(suite.kinds) << ") of <= " << suite.context_length << " tokens\n";
@@ -180,29 +163,10 @@ int run_select(int argc, char** argv) {
     // the same way (same model, windows and tasks), which the checkpoint alone
     // (search options only) cannot tell.
     const nlohmann::json identity = run_identity(model, eval_options, suite);
-    if (resume) {
-      if (std::filesystem::exists(identity_path)) {
-        nlohmann::json saved;
-        try {
-          saved = nlohmann::json::parse(io::read_file(identity_path));
-        } catch (const nlohmann::json::parse_error& e) {
-          throw format_error(std::string("not valid JSON: ") + e.what(), identity_path);
-        }
-        if (saved != identity) {
-          std::string diff;
-          for (auto it = identity.begin(); it != identity.end(); ++it)
-            if (!saved.contains(it.key()) || saved[it.key()] != it.value())
-              diff += (diff.empty() ? "" : ", ") + it.key() + " " +
-                      (saved.contains(it.key()) ? saved[it.key()].dump() : "-") + " -> " + it.value().dump();
-          throw usage_error("--resume: the checkpoint belongs to a run with other settings (" + diff + ")");
-        }
-      } else {
-        oo.info() << "bosch select: warning: " << identity_path
-                  << " is missing; cannot check that the model and tasks match the checkpoint\n";
-      }
-    } else {
+    if (resume)
+      check_resume_identity(identity_path, identity, oo);
+    else
       io::write_file_atomic(identity_path, identity.dump(2) + "\n");
-    }
 
     // ---- the search --------------------------------------------------------------------------
     return with_backend(model, mo, [&](const auto& backend) -> int {
@@ -213,8 +177,7 @@ int run_select(int argc, char** argv) {
                 << " KV heads, window " << eval_options.window << ", sinks " << eval_options.sinks
                 << (resume ? ", resuming from " + checkpoint : std::string()) << "\n";
 
-      MaybeLog log_cb;
-      if (!log.empty()) log_cb.writer.emplace(log, checkpoint_every);
+      EvaluationLogWriter log_cb(log, checkpoint_every);
       Result result;
       int stop_sig = 0, stop_exit = 0;
       {
@@ -224,29 +187,17 @@ int run_select(int argc, char** argv) {
         CliProgress progress_cb(oo.verbosity(), progress_every);
         Checkpoint checkpoint_cb(checkpoint, checkpoint_every,
                                  resume ? Checkpoint::resume : Checkpoint::start);
-        StopOnSignal stop{stop_after, stop_signal == "term" ? SIGTERM : SIGINT, stop_signal == "wait"};
-        result = select(evaluator, options, progress_cb, checkpoint_cb, log_cb, stop);
+        test_hooks::Callback hooks;
+        StopOnSignal stop;
+        result = bosch::select(evaluator, options, progress_cb, checkpoint_cb, log_cb, hooks, stop);
         stop_sig = SignalGuard::received();
         stop_exit = SignalGuard::exit_code();
       }
 
       if (stop_sig != 0 && result.stopped) {
-        std::vector<std::string> args{"bosch"};
-        for (int i = 0; i < argc; ++i) {
-          const std::string a = argv[i];
-          if (a == "--stop-after" || a == "--stop-signal") {
-            ++i;  // test hooks are not repeated in the resume command
-            continue;
-          }
-          if (a.rfind("--stop-after=", 0) == 0 || a.rfind("--stop-signal=", 0) == 0) continue;
-          args.push_back(a);
-        }
-        bool has_resume = false;
-        for (const auto& a : args) has_resume |= a == "--resume";
-        if (!has_resume) args.emplace_back("--resume");
         std::cerr << "bosch select: interrupted by " << (stop_sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
                   << result.evaluations << " evaluations; checkpoint written to " << checkpoint
-                  << "\nbosch select: resume with: " << shell_join(args) << "\n";
+                  << "\nbosch select: resume with: " << resume_command(argc, argv) << "\n";
         return stop_exit;
       }
 
@@ -275,7 +226,7 @@ int run_select(int argc, char** argv) {
               << eval_options.window << ")";
         io::write_svg(svg, io::head_map_svg(result.mask, title.str()));
       }
-      if (!log.empty()) log_cb.writer->write(result.log);
+      log_cb.write(result.log);
       if (default_checkpoint) {
         std::error_code ec;
         std::filesystem::remove(checkpoint, ec);
@@ -293,7 +244,7 @@ int run_select(int argc, char** argv) {
       if (!rows.empty()) {
         std::ostream& rep = out == "-" ? std::cerr : std::cout;  // stdout may hold the mask
         rep << "held-out (" << tasks.held_out.samples.size()
-                  << " samples): mean answer log-prob, its exponent, greedy accuracy, exact match\n";
+            << " samples): mean answer log-prob, its exponent, greedy accuracy, exact match\n";
         print_report(rep, rows, oo.verbosity() == Verbosity::verbose);
       }
       return exit_success;

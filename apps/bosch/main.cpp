@@ -3,7 +3,7 @@
 // has --help. See README.md ("Command-line tool").
 
 #include "commands.hpp"
-#include "common.hpp"
+#include "errors.hpp"
 
 #include <bosch/version.hpp>
 
@@ -28,6 +28,8 @@ constexpr Command commands[] = {
     {"convert", "convert a mask between JSON, TSV and the text grid", bosch::cli::run_convert},
     {"baseline", "a mask from a static head ranking or a layer heuristic", bosch::cli::run_baseline},
     {"compare", "compare BOSCH with the baselines over SWA ratios", bosch::cli::run_compare},
+    {"generate", "greedily continue a prompt, with or without a head mask", bosch::cli::run_generate},
+    {"logits", "print a model's logits for token ids (bit-exact text)", bosch::cli::run_logits},
 };
 
 void usage(std::ostream& out) {

@@ -1,11 +1,13 @@
-// Helpers of the CLI tests: run the bosch program as a subprocess, temporary
-// directories, the tiny fixture model and its natural-text file.
+// Helpers of the CLI tests: run the bosch program (or its test build with the
+// interruption hooks) as a subprocess, temporary directories, the tiny fixture
+// model and its natural-text file.
 #pragma once
 
 #include "test_support.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -63,15 +65,21 @@ class TempDir {
   fs::path path_;
 };
 
-/// A started subprocess: bosch with `args`, stdout/stderr to files in `dir`,
-/// stdin from /dev/null or from `stdin_file`.
+/// The programs: the shipped `bosch`, and its test build (target
+/// bosch_cli_test) with the hidden --stop-after / --stop-signal hooks.
+inline const std::string shipped = BOSCH_CLI;
+inline const std::string with_test_hooks = BOSCH_CLI_TEST;
+
+/// A started subprocess: `program` (default: the shipped bosch) with `args`,
+/// stdout/stderr to files in `dir`, stdin from /dev/null or from `stdin_file`.
 class Process {
  public:
-  Process(const std::vector<std::string>& args, const fs::path& dir, const std::string& stdin_file = {})
+  Process(const std::vector<std::string>& args, const fs::path& dir, const std::string& stdin_file = {},
+          const std::string& program = shipped)
       : id_(next_id()),
         out_(dir / ("stdout." + std::to_string(id_))),
         err_(dir / ("stderr." + std::to_string(id_))) {
-    std::vector<std::string> all{BOSCH_CLI};
+    std::vector<std::string> all{program};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());
@@ -129,19 +137,27 @@ inline Run run(const std::vector<std::string>& args, const TempDir& dir, const s
   return p.wait();
 }
 
+/// Runs the test build of bosch (with the interruption hooks) to completion.
+inline Run run_with_hooks(const std::vector<std::string>& args, const TempDir& dir) {
+  Process p(args, dir.path(), {}, with_test_hooks);
+  return p.wait();
+}
+
 /// The tiny real model (empty when the fixtures are absent: the caller returns).
 inline std::string model() { return fixture("models/stories260K.gguf").string(); }
 /// Natural text for the copy task (a fixture; no $BOSCH_CACHE needed).
 inline std::string text() { return fixture("text/0_emma.txt").string(); }
 
 /// The options of a small, fast search on the tiny model: the copy task over
-/// natural text, 300-token samples, window 32, small budgets, one thread (the
-/// tiny model gains nothing from more, and CI cores are shared).
+/// natural text, 300-token samples (beyond the model's trained context of
+/// 128, hence --allow-long-context: the copy span must lie far outside the
+/// window), window 32, small budgets, one thread (the tiny model gains
+/// nothing from more, and CI cores are shared).
 inline std::vector<std::string> small_select(const std::string& model_path, const std::string& text_path) {
   return {"select",          "--model",  model_path, "--tasks",        "copy", "--text-files",
           text_path,         "--context", "300",     "--samples",      "2",    "--window",
           "32",              "--ratio",  "0.5",      "--probe-budget", "4",    "--chunk-budget",
-          "8",               "--threads", "1",       "--seed",         "7"};
+          "8",               "--threads", "1",       "--seed",         "7",    "--allow-long-context"};
 }
 
 inline std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -149,11 +165,12 @@ inline std::vector<std::string> operator+(std::vector<std::string> a, const std:
   return a;
 }
 
-/// `args` without option `name` and its value.
-inline std::vector<std::string> without(std::vector<std::string> args, const std::string& name) {
+/// `args` without option `name` and its value (`values` words after it: 0 for a flag).
+inline std::vector<std::string> without(std::vector<std::string> args, const std::string& name, std::size_t values = 1) {
   for (std::size_t i = 0; i < args.size(); ++i)
     if (args[i] == name) {
-      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+      const std::size_t end = std::min(args.size(), i + 1 + values);
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(end));
       break;
     }
   return args;

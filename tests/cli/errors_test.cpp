@@ -88,7 +88,7 @@ TEST_CASE("runtime errors exit 1: unreadable model, corrupt files, mismatched ma
   // A mask of another model (6 layers instead of 5).
   bosch::io::write_mask_json(dir / "other.json", bosch::HeadMask::filled({6, 8, 4}, false));
   check_error(run({"evaluate", m, "--mask", dir / "other.json"}, dir), 1, "evaluate",
-              "does not match the model's 5x8x4");
+              "does not match the expected layout (5x8x4)");
   bosch::io::write_mask_tsv(dir / "other.tsv", bosch::HeadMask::filled({5, 2, 2}, true));
   check_error(run({"evaluate", m, "--mask", dir / "other.tsv"}, dir), 1, "evaluate", "expected 5 x 4");
   {
@@ -121,4 +121,84 @@ TEST_CASE("runtime errors exit 1: unreadable model, corrupt files, mismatched ma
     CHECK(!fs::exists(dir / "busy.json"));
     CHECK(!fs::exists(dir / "busy.json.checkpoint.run.json"));
   }
+}
+
+TEST_CASE("sizes beyond their limits fail at once, naming the limit") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  // The tiny model was trained on 128 tokens. Before this check existed,
+  // --context 99999999 generated text for minutes; now nothing is read but
+  // the model's configuration.
+  const auto sel = [&](std::vector<std::string> extra) {
+    return run(std::vector<std::string>{"select", "-m", m, "--tasks", "copy", "--text-files", t, "-o", dir / "m.json"} +
+                   extra,
+               dir);
+  };
+  check_error(sel({"--context", "99999999"}), 2, "select",
+              "--context: 99999999 tokens exceed the model's trained context of 128 tokens");
+  check_error(sel({"--context", "300"}), 2, "select", "trained context of 128 tokens (--allow-long-context");
+  // The override extrapolates, up to a fixed maximum.
+  check_error(sel({"--context", "99999999", "--allow-long-context"}), 2, "select",
+              "--context: at most 1048576 tokens, got 99999999");
+  check_error(sel({"--context", "100", "--window", "100"}), 2, "select",
+              "--window: window 100 plus 0 sinks must be less than --context 100");
+  check_error(sel({"--context", "100", "--window", "90", "--sinks", "10"}), 2, "select",
+              "must be less than --context 100");
+  check_error(sel({"--context", "100", "--samples", "99999999"}), 2, "select",
+              "--samples: at most 10000 per task, got 99999999");
+  check_error(sel({"--context", "100", "--held-out-samples", "10001"}), 2, "select",
+              "--held-out-samples: at most 10000 per task");
+  // The same limits in the other commands that generate tasks.
+  check_error(run({"compare", m, "--context", "99999999", "-o", dir / "cmp"}, dir), 2, "compare",
+              "--context: 99999999 tokens exceed the model's trained context of 128 tokens");
+  check_error(run({"baseline", m, "--method", "DCAM", "--context", "200000", "-o", dir / "b.json"}, dir), 2,
+              "baseline", "trained context of 128 tokens");
+  CHECK(!fs::exists(dir / "cmp"));
+  CHECK(!fs::exists(dir / "b.json"));
+  bosch::io::write_mask_json(dir / "ok.json", bosch::HeadMask::filled({5, 8, 4}, false));
+  check_error(run({"evaluate", m, "--mask", dir / "ok.json", "--context", "4096"}, dir), 2, "evaluate",
+              "--context: 4096 tokens exceed the model's trained context of 128 tokens");
+}
+
+TEST_CASE("a missing output directory is named, before any work") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  const std::string missing = dir / "no/such/dir";
+  check_error(run(small_select(m, t) + std::vector<std::string>{"-o", missing + "/mask.json"}, dir), 1, "select",
+              "--out: directory '" + missing + "' does not exist");
+  for (const char* option : {"--log", "--svg", "--checkpoint"}) {
+    INFO(option);
+    check_error(run(small_select(m, t) + std::vector<std::string>{"-o", dir / "m.json", option, missing + "/f"}, dir),
+                1, "select", std::string(option) + ": directory '" + missing + "' does not exist");
+  }
+  {
+    std::ofstream(dir / "plain") << "a file, not a directory";
+  }
+  check_error(run(small_select(m, t) + std::vector<std::string>{"-o", dir / "plain/mask.json"}, dir), 1, "select",
+              "--out: '" + (dir / "plain") + "' is not a directory");
+  check_error(run({"baseline", m, "--method", "RAND", "-o", missing + "/r.json"}, dir), 1, "baseline",
+              "--out: directory '" + missing + "' does not exist");
+  bosch::io::write_mask_json(dir / "ok.json", bosch::HeadMask::filled({5, 8, 4}, false));
+  check_error(run({"convert", dir / "ok.json", missing + "/ok.tsv"}, dir), 1, "convert",
+              "OUT: directory '" + missing + "' does not exist");
+  // Nothing was started: no checkpoint or lock beside the outputs that do exist.
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    INFO(name);
+    CHECK(name.find("checkpoint") == std::string::npos);
+    CHECK(name.find(".lock") == std::string::npos);
+  }
+}
+
+TEST_CASE("the shipped program has no test hooks") {
+  TempDir dir;
+  const std::string m = dir / "never-read.gguf";
+  check_error(run({"select", "-m", m, "--stop-after", "3"}, dir), 2, "select", "unrecognised option '--stop-after'");
+  check_error(run({"select", "-m", m, "--stop-signal", "wait"}, dir), 2, "select",
+              "unrecognised option '--stop-signal'");
+  // The test build has them (and checks their values).
+  check_error(run_with_hooks({"select", "-m", m, "--stop-signal", "usr1"}, dir), 2, "select",
+              "--stop-signal: expected int, term or wait");
 }

@@ -1,6 +1,7 @@
 // bosch --help, each command's --help, --version, unknown commands.
 #include "cli_support.hpp"
 
+#include <bosch/bosch.hpp>
 #include <bosch/version.hpp>
 
 #include <algorithm>
@@ -40,7 +41,7 @@ TEST_CASE("bosch --help lists the commands; every command has --help") {
   REQUIRE(top.status == 0);
   CHECK(top.out.find("Usage: bosch <command>") != std::string::npos);
   const auto names = listed_commands(top.out);
-  for (const char* expected : {"inspect", "select", "evaluate", "convert"}) {
+  for (const char* expected : {"inspect", "select", "evaluate", "convert", "baseline", "compare", "generate", "logits"}) {
     INFO(expected);
     CHECK(std::find(names.begin(), names.end(), expected) != names.end());
   }
@@ -70,6 +71,9 @@ TEST_CASE("each command's help names its options") {
         "--verbose"}},
       {"evaluate", {"--model", "--mask", "--json", "--window", "--held-out-samples", "--device"}},
       {"convert", {"--from", "--to", "--layout", "--threshold"}},
+      {"compare", {"--ratios", "--methods", "--group-rounds", "--level-spread", "--probe-budget", "--allow-long-context"}},
+      {"generate", {"--model", "--prompt", "--tokens", "--window", "--sinks", "--mask", "--device", "--allow-long-context"}},
+      {"logits", {"--model", "--window", "--sinks", "--mask", "--device", "TOKEN_ID"}},
   };
   for (const auto& [cmd, options] : expected) {
     const Run r = run({cmd, "--help"}, dir);
@@ -79,8 +83,9 @@ TEST_CASE("each command's help names its options") {
       CHECK(r.out.find(o) != std::string::npos);
     }
   }
-  // Test hooks stay out of the help.
+  // Test hooks stay out of the help (also of the test build's).
   CHECK(run({"select", "--help"}, dir).out.find("--stop-after") == std::string::npos);
+  CHECK(run_with_hooks({"select", "--help"}, dir).out.find("--stop-after") == std::string::npos);
 }
 
 TEST_CASE("version, missing and unknown commands") {
@@ -97,4 +102,32 @@ TEST_CASE("version, missing and unknown commands") {
   CHECK(bad.status == 2);
   CHECK(one_line(bad.err));
   CHECK(bad.err.find("unknown command 'frobnicate'") != std::string::npos);
+}
+
+TEST_CASE("flags: --flag, --flag=true|false, grouped short flags; a flag never takes the next word") {
+  TempDir dir;
+  const bosch::HeadMask mask = bosch::HeadMask::filled({2, 4, 2}, true);
+  bosch::io::write_mask_json(dir / "a.json", mask);
+  // --verbose before the positional arguments leaves them alone.
+  Run r = run({"convert", "--verbose", dir / "a.json", dir / "b.txt"}, dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.find("bosch convert: ") != std::string::npos);  // the verbose line
+  CHECK(bosch::test::cli::slurp(dir / "b.txt") == bosch::to_grid(mask));
+  r = run({"convert", "--verbose=false", dir / "a.json", dir / "c.txt"}, dir);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+  r = run({"convert", "-v", dir / "a.json", dir / "d.txt"}, dir);
+  CHECK(r.err.find("bosch convert: ") != std::string::npos);
+  // -qv: quiet wins over verbose.
+  r = run({"convert", "-qv", dir / "a.json", dir / "e.txt"}, dir);
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+  r = run({"convert", "--verbose=maybe", dir / "a.json", dir / "f.txt"}, dir);
+  CHECK(r.status == 2);
+  CHECK(r.err.find("'--verbose'") != std::string::npos);
+  // Option names are exact: no abbreviations.
+  r = run({"convert", "--verb", dir / "a.json", dir / "g.txt"}, dir);
+  CHECK(r.status == 2);
+  CHECK(r.err.find("unrecognised option '--verb'") != std::string::npos);
 }

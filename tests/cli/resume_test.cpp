@@ -1,5 +1,8 @@
 // Interrupted runs (SIGINT, SIGTERM) write a checkpoint, exit 130/143, and
 // --resume reaches the same mask and evaluation log as an uninterrupted run.
+// The interruptions come from the test build of bosch (run_with_hooks:
+// --stop-after N raises the signal, or waits for one, at evaluation N); the
+// resumes run the shipped program.
 #include "cli_support.hpp"
 
 #include <bosch/bosch.hpp>
@@ -41,7 +44,7 @@ TEST_CASE("an interrupted select resumes to the same mask and log as an uninterr
   // SIGINT after 12 evaluations (raised by the program itself at a known point).
   const std::vector<std::string> part_args =
       args + std::vector<std::string>{"-o", dir / "part.json", "--log", dir / "part.jsonl", "--checkpoint-every", "5"};
-  const Run cut = run(part_args + std::vector<std::string>{"--stop-after", "12"}, dir);
+  const Run cut = run_with_hooks(part_args + std::vector<std::string>{"--stop-after", "12"}, dir);
   INFO(cut.err);
   CHECK(cut.status == 130);
   // The search stops after the batch under way (lambda = 4 proposals are
@@ -86,7 +89,7 @@ TEST_CASE("SIGTERM from outside stops the search; an explicit checkpoint is kept
   // The program waits at evaluation 9 for a signal; send it from here once
   // the checkpoint (written every evaluation) holds 9 records.
   Process p(args + std::vector<std::string>{"--checkpoint-every", "1", "--stop-after", "9", "--stop-signal", "wait"},
-            dir.path());
+            dir.path(), {}, with_test_hooks);
   bool ready = false;
   for (int i = 0; i < 6000 && !ready; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -2,6 +2,7 @@
 #include "cli_support.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/options_json.hpp>
 #include <bosch/model/model.hpp>
 
 #include <cmath>
@@ -200,4 +201,66 @@ TEST_CASE("evaluate scores a mask with the settings recorded in it") {
   REQUIRE(table.status == 0);
   CHECK(table.out.find("log-prob") != std::string::npos);
   CHECK(table.out.find("task copy") != std::string::npos);
+}
+
+TEST_CASE("a boolean set in a config file is switched off on the command line") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  {
+    // As scripts/main-job.cfg: the held-out report on.
+    std::ofstream cfg(dir / "job.cfg");
+    cfg << "report = true\nheld-out-samples = 1\n";
+  }
+  const auto args = small_select(m, t) + std::vector<std::string>{"--config", dir / "job.cfg", "-q"};
+  const Run on = run(args + std::vector<std::string>{"-o", dir / "on.json"}, dir);
+  INFO(on.err);
+  REQUIRE(on.status == 0);
+  CHECK(on.out.find("held-out (") != std::string::npos);  // from the file
+  CHECK(bosch::io::read_mask_json(dir / "on.json").metadata.contains("held_out"));
+
+  for (const char* off : {"--report=false", "--report=no", "--report=0"}) {
+    INFO(off);
+    const Run r = run(args + std::vector<std::string>{"-o", dir / "off.json", off}, dir);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.empty());  // the command line wins over the file
+    CHECK(!bosch::io::read_mask_json(dir / "off.json").metadata.contains("held_out"));
+  }
+  // --report=true and the bare flag on the command line, without the file.
+  const Run bare = run(small_select(m, t) + std::vector<std::string>{"-q", "--held-out-samples", "1", "--report",
+                                                                     "-o", dir / "bare.json"},
+                       dir);
+  REQUIRE(bare.status == 0);
+  CHECK(bare.out.find("held-out (") != std::string::npos);
+  CHECK(run(small_select(m, t) + std::vector<std::string>{"--report=maybe"}, dir).status == 2);
+}
+
+TEST_CASE("search options from the field table: defaults, booleans and enums") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  // Every search field lands in the mask's metadata (search_options): set a
+  // few of each kind, including a boolean switched off and a list.
+  const Run r = run(small_select(m, t) + std::vector<std::string>{"-q", "-o", dir / "m.json", "--accept-equal=false",
+                                                                  "--ratio-levels", "0.25, 0.5,0.75", "--group-init",
+                                                                  "random", "--alpha", "2.5", "--group-rounds", "2"},
+                    dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto meta = bosch::io::read_mask_json(dir / "m.json").metadata;
+  const auto& so = meta.at("search_options");
+  CHECK(so.at("accept_equal") == false);
+  CHECK(so.at("ratio_levels") == nlohmann::json::array({0.25, 0.5, 0.75}));
+  CHECK(so.at("group_init") == "random");
+  CHECK(so.at("alpha") == 2.5);
+  CHECK(so.at("group_rounds") == 2);
+  CHECK(so.at("probe_budget") == 4);          // from small_select
+  CHECK(so.at("return_best_seen") == true);   // the default
+  // Every field not given keeps the Options default.
+  const nlohmann::json defaults = bosch::options_to_json(bosch::Options{});
+  for (const char* key : {"max_vars", "lambda", "max_swaps", "restart_after", "inner_solver", "penalty_scope"}) {
+    INFO(key);
+    CHECK(so.at(key) == defaults.at(key));
+  }
 }

@@ -43,6 +43,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -164,15 +165,7 @@ inline void write_mask_json(const std::filesystem::path& path, const HeadMask& m
 
 /// Reads the JSON form. Throws bosch::format_error naming the file (and field)
 /// when it is not valid JSON or not a valid mask document.
-inline MaskFile read_mask_json(const std::filesystem::path& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
-    throw format_error(std::string("not valid JSON: ") + e.what(), path.string());
-  }
-  return mask_from_json(j, path.string());
-}
+inline MaskFile read_mask_json(const std::filesystem::path& path);
 
 /// The TSV text (1 = full attention; see the file comment).
 inline std::string mask_to_tsv(const HeadMask& mask) {
@@ -263,44 +256,72 @@ inline HeadMask read_mask_grid(const std::filesystem::path& path, int num_query_
   return mask_from_grid(read_file(path), num_query_heads, path.string());
 }
 
+/// The three forms of a mask file (see the file comment).
+enum class MaskFormat { json, tsv, grid };
+
+/// The form a file name selects: ".json", ".tsv", anything else the grid.
+inline MaskFormat mask_format_of(const std::filesystem::path& path) {
+  const auto ext = path.extension().string();
+  return ext == ".json" ? MaskFormat::json : ext == ".tsv" ? MaskFormat::tsv : MaskFormat::grid;
+}
+
+/// Parses the text of a mask file of form `format`; `where` names its source
+/// (a file, "<stdin>") in errors. With `expected`, the mask must have that
+/// layout: a JSON mask exactly; a TSV or grid mask (which carries no
+/// query-head count) its layers and KV heads, the query heads then taken
+/// from `expected`. A mismatch raises bosch::invalid_argument naming `where`.
+/// Without `expected`, TSV and grid masks get as many query heads as KV
+/// heads. `tsv_threshold`: see mask_from_tsv. Metadata comes only from JSON.
+/// Malformed text raises bosch::format_error naming `where`.
+inline MaskFile parse_mask(const std::string& text, MaskFormat format, const std::string& where,
+                           const std::optional<HeadLayout>& expected = std::nullopt,
+                           double tsv_threshold = 0.5) {
+  if (format == MaskFormat::json) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
+      throw format_error(std::string("not valid JSON: ") + e.what(), where);
+    }
+    MaskFile f = mask_from_json(j, where);
+    if (expected) check_mask_layout(f.mask, *expected, where);
+    return f;
+  }
+  HeadMask m = format == MaskFormat::tsv ? mask_from_tsv(text, 0, tsv_threshold, where)
+                                         : mask_from_grid(text, 0, where);
+  if (!expected) return MaskFile{std::move(m), nlohmann::json::object()};
+  const HeadLayout got = m.layout();
+  if (got.num_layers != expected->num_layers || got.num_kv_heads != expected->num_kv_heads)
+    throw invalid_argument("mask has " + std::to_string(got.num_layers) + " layers x " +
+                               std::to_string(got.num_kv_heads) + " KV heads, expected " +
+                               std::to_string(expected->num_layers) + " x " +
+                               std::to_string(expected->num_kv_heads),
+                           where);
+  MaskFile f{HeadMask(*expected), nlohmann::json::object()};
+  for (std::size_t i = 0; i < m.size(); ++i) f.mask.set_flat(i, m[i]);
+  return f;
+}
+
+inline MaskFile read_mask_json(const std::filesystem::path& path) {
+  return parse_mask(read_file(path), MaskFormat::json, path.string());
+}
+
 /// Writes `mask` in the form chosen by the extension (".json", ".tsv", else
 /// the text grid); `metadata` is kept only by JSON.
 inline void write_mask(const std::filesystem::path& path, const HeadMask& mask,
                        const nlohmann::json& metadata = nlohmann::json::object()) {
-  const auto ext = path.extension().string();
-  if (ext == ".json")
-    write_mask_json(path, mask, metadata);
-  else if (ext == ".tsv")
-    write_mask_tsv(path, mask);
-  else
-    write_mask_grid(path, mask);
+  switch (mask_format_of(path)) {
+    case MaskFormat::json: write_mask_json(path, mask, metadata); break;
+    case MaskFormat::tsv: write_mask_tsv(path, mask); break;
+    case MaskFormat::grid: write_mask_grid(path, mask); break;
+  }
 }
 
 /// Reads a mask in the form chosen by the extension and checks it against
-/// `expected` (bosch::invalid_argument naming the file on a mismatch).
+/// `expected` (see parse_mask; bosch::invalid_argument naming the file on a
+/// mismatch).
 inline HeadMask read_mask(const std::filesystem::path& path, const HeadLayout& expected) {
-  const auto ext = path.extension().string();
-  if (ext == ".json") {
-    HeadMask m = read_mask_json(path).mask;
-    check_mask_layout(m, expected, path.string());
-    return m;
-  }
-  // TSV and grid files carry no query-head count: compare layers and KV heads,
-  // then take the query heads from `expected`.
-  HeadMask m = ext == ".tsv" ? read_mask_tsv(path) : read_mask_grid(path);
-  HeadLayout got = m.layout();
-  got.num_query_heads = expected.num_query_heads;
-  if (!(got == expected)) {
-    got.num_query_heads = m.layout().num_kv_heads;
-    throw invalid_argument("mask has " + std::to_string(got.num_layers) + " layers x " +
-                               std::to_string(got.num_kv_heads) + " KV heads, expected " +
-                               std::to_string(expected.num_layers) + " x " +
-                               std::to_string(expected.num_kv_heads),
-                           path.string());
-  }
-  HeadMask out(expected);
-  for (std::size_t i = 0; i < m.size(); ++i) out.set_flat(i, m[i]);
-  return out;
+  return parse_mask(read_file(path), mask_format_of(path), path.string(), expected).mask;
 }
 
 }  // namespace bosch::io

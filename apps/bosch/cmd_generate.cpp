@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+// bosch generate MODEL: greedy continuation of a prompt, with full attention,
+// a window in every head, or the SWA heads of a mask. Shows that a model runs
+// and what a mask does to its output.
+
+#include "attention_options.hpp"
+#include "commands.hpp"
+#include "model_options.hpp"
+#include "task_options.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace bosch::cli {
+
+namespace {
+
+/// The id of the largest of the first `vocab` logits.
+int argmax(const std::vector<float>& logits, int vocab) {
+  return static_cast<int>(std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin());
+}
+
+/// Appends up to `count` greedy tokens to `ids` (stopping at EOS, which is
+/// not appended), calling emit(id) for each. With incremental decoding
+/// (prefill + decode_step, the CPU backend) each token costs one cached step;
+/// otherwise (CUDA) one forward over the whole sequence with logits at its end.
+template <class Backend, class Emit>
+void greedy(const Backend& backend, std::vector<int>& ids, int count, int eos, const AttentionWindows& windows,
+            Emit&& emit) {
+  if (count <= 0) return;
+  const int vocab = backend.config().vocab_size;
+  if constexpr (requires(std::vector<float>* l) { backend.prefill(std::span<const int>(ids), windows, l); }) {
+    std::vector<float> logits;
+    auto state = backend.prefill(ids, windows, &logits);
+    for (int step = 0; step < count; ++step) {
+      const int next = argmax(logits, vocab);
+      if (next == eos) return;
+      ids.push_back(next);
+      emit(next);
+      if (step + 1 < count) logits = backend.decode_step(state, next, windows);
+    }
+  } else {
+    for (int step = 0; step < count; ++step) {
+      const int last = static_cast<int>(ids.size()) - 1;
+      const int next = argmax(backend.forward(ids, windows, std::span<const int>(&last, 1)), vocab);
+      if (next == eos) return;
+      ids.push_back(next);
+      emit(next);
+    }
+  }
+}
+
+}  // namespace
+
+int run_generate(int argc, char** argv) {
+  return run_command("generate", [&]() -> int {
+    ModelOptions mo;
+    AttentionOptions ao;
+    OutputOptions oo;
+    std::string prompt = "Once upon a time, there was a";
+    int tokens = 32;
+    bool allow_long_context = false;
+    CommandLine cl("generate", "bosch generate [options] MODEL [--prompt TEXT] [--mask FILE]",
+                   "Greedily continue a prompt with MODEL: full attention in every head, a\n"
+                   "sliding window in every head (--window), or in the SWA heads of a mask\n"
+                   "(--mask), to see that the model runs and what a mask does to its output.\n"
+                   "The prompt and its continuation go to stdout; the model, the attention\n"
+                   "set-up and the speed to stderr. The CPU backend decodes with a KV cache\n"
+                   "(one cached step per token); CUDA runs a forward pass per token.");
+    po::options_description what("Generation");
+    what.add_options()("prompt", po::value(&prompt)->default_value(prompt)->value_name("TEXT"), "text to continue")(
+        "tokens", po::value(&tokens)->default_value(tokens)->value_name("N"),
+        "most tokens to generate (stops earlier at end of sequence)")(
+        "allow-long-context", flag(&allow_long_context),
+        "allow prompt + tokens beyond the model's trained context (length extrapolation)");
+    cl.options.add(mo.describe()).add(what).add(ao.describe()).add(oo.describe());
+    cl.positional.add("model", 1);
+    cl.epilog = "Examples:\n"
+                "  bosch generate SmolLM2-135M-Instruct.Q4_1.gguf --prompt 'The capital of France is'\n"
+                "  bosch generate SmolLM2-135M-Instruct.Q4_1.gguf --mask mask.json --tokens 64\n";
+    po::variables_map vm;
+    if (!cl.parse(argc, argv, vm)) return exit_success;
+
+    mo.validate();
+    ao.validate(vm);
+    if (tokens < 0) throw invalid_argument("must be at least 0, got " + std::to_string(tokens), "--tokens");
+    if (tokens > max_context)
+      throw invalid_argument("at most " + std::to_string(max_context) + ", got " + std::to_string(tokens), "--tokens");
+    const model::Config config = read_model_config(mo);
+    std::string attention;
+    const AttentionWindows windows = ao.resolve(vm, config.layout(), attention);
+
+    // The prompt's length is known once the tokenizer is loaded: the summary
+    // follows the check, so that an error stays one line.
+    const model::Model model = load_model(mo, OutputOptions{.quiet = true});
+    std::vector<int> ids = model.tokenizer.encode(prompt, true);
+    if (ids.empty()) throw invalid_argument("the prompt encodes to no tokens", "--prompt");
+    check_trained_context(static_cast<long long>(ids.size()) + tokens, model.config, allow_long_context,
+                          "--prompt (" + std::to_string(ids.size()) + " tokens) + --tokens");
+    oo.info() << model_summary(model) << "attention: " << attention << "\n";
+    oo.detail() << "prompt: " << ids.size() << " tokens:";
+    for (int id : ids) oo.detail() << " " << id;
+    oo.detail() << "\n";
+
+    return with_backend(model, mo, [&](const auto& backend) -> int {
+      std::cout << model.tokenizer.decode(ids) << std::flush;
+      const std::size_t prompt_length = ids.size();
+      const auto t0 = std::chrono::steady_clock::now();
+      greedy(backend, ids, tokens, model.tokenizer.eos(), windows,
+             [&](int id) { std::cout << model.tokenizer.piece(id) << std::flush; });
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::cout << "\n" << std::flush;
+      if (!std::cout) throw file_error("write failed", "<stdout>");
+      const std::size_t generated = ids.size() - prompt_length;
+      oo.info() << "generated " << generated << " tokens in " << seconds << " s ("
+                << static_cast<double>(generated) / std::max(seconds, 1e-9) << " tokens/s)\n";
+      oo.detail() << "generated ids:";
+      for (std::size_t i = prompt_length; i < ids.size(); ++i) oo.detail() << " " << ids[i];
+      oo.detail() << "\n";
+      return exit_success;
+    });
+  });
+}
+
+}  // namespace bosch::cli

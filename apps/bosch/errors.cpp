@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// Exit codes and error reporting (see errors.hpp).
+
+#include "errors.hpp"
+
+#include <boost/program_options/errors.hpp>
+
+#include <iostream>
+#include <new>
+
+namespace bosch::cli {
+
+int run_command(const char* name, const std::function<int()>& body) {
+  auto line = [name](const std::string& msg) {
+    std::cerr << "bosch " << name << ": " << msg << "\n";
+    std::cerr.flush();
+  };
+  try {
+    return body();
+  } catch (const boost::program_options::error& e) {
+    line(std::string(e.what()) + " (see 'bosch " + name + " --help')");
+    return exit_usage;
+  } catch (const usage_error& e) {
+    line(e.what());
+    return exit_usage;
+  } catch (const bosch::invalid_argument& e) {
+    line(e.what());
+    return exit_usage;
+  } catch (const bosch::error& e) {
+    line(e.what());
+    return exit_failure;
+  } catch (const std::bad_alloc&) {
+    line("out of memory");
+    return exit_failure;
+  } catch (const std::exception& e) {
+    line(e.what());
+    return exit_failure;
+  }
+}
+
+std::string option_name(std::string_view field) {
+  std::string s = "--";
+  for (char c : field) s += c == '_' ? '-' : c;
+  return s;
+}
+
+}  // namespace bosch::cli

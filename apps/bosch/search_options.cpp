@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: Apache-2.0
+// The search options generated from the Options field table (see search_options.hpp).
+
+#include "search_options.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <type_traits>
+
+namespace bosch::cli {
+
+namespace {
+
+/// The long name of a field's option, without dashes.
+template <class Field>
+std::string long_name(const Field& f) {
+  if (!f.cli.empty()) return std::string(f.cli);
+  return option_name(f.name).substr(2);
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+/// A value as --help shows it and as parse_value reads it back.
+template <class T>
+std::string value_text(const T& v) {
+  if constexpr (std::is_enum_v<T>) {
+    return to_string(v);
+  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+    std::string s;
+    for (double x : v) s += (s.empty() ? "" : ",") + number_text(x);
+    return s;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return number_text(v);
+  } else {
+    return std::to_string(v);
+  }
+}
+
+template <class T>
+const char* value_name() {
+  if constexpr (std::is_same_v<T, std::vector<double>>) return "LIST";
+  else if constexpr (std::is_floating_point_v<T>) return "X";
+  else return "N";
+}
+
+/// "full|single|multi|layer".
+template <class T>
+std::string enum_choices() {
+  std::string s;
+  for (T v : enum_values<T>::values) s += (s.empty() ? "" : "|") + std::string(to_string(v));
+  return s;
+}
+
+template <class T>
+T parse_value(const std::string& text, const std::string& option) {
+  if constexpr (std::is_enum_v<T>) {
+    return parse_enum<T>(text, option.c_str());
+  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+    T out;
+    for (const auto& item : split_list(text)) out.push_back(parse_number<double>(item, option));
+    return out;
+  } else {
+    return parse_number<T>(text, option);
+  }
+}
+
+}  // namespace
+
+SearchOptions::SearchOptions(std::vector<std::string_view> skip) : skip_(std::move(skip)) {}
+
+bool SearchOptions::skipped(std::string_view field) const {
+  return std::find(skip_.begin(), skip_.end(), field) != skip_.end();
+}
+
+std::string SearchOptions::option_of(std::string_view field) {
+  std::string out = option_name(field);
+  for_each_option([&](const auto& f) {
+    if (f.name == field) out = "--" + long_name(f);
+  });
+  return out;
+}
+
+po::options_description SearchOptions::describe(const std::string& title) {
+  po::options_description d(title);
+  const Options defaults;
+  for_each_option([&](const auto& f) {
+    using T = typename std::decay_t<decltype(f)>::value_type;
+    if constexpr (cli_expressible<T>) {
+      if (skipped(f.name)) return;
+      std::string spec = long_name(f);
+      if (f.name == "target_ratio") spec += ",r";
+      const std::string help(f.help);
+      const T& def = defaults.*f.member;
+      if constexpr (std::is_same_v<T, bool>) {
+        d.add_options()(spec.c_str(), flag_in_map(def), help.c_str());
+      } else {
+        auto* v = po::value<std::string>();
+        if constexpr (std::is_enum_v<T>) v->value_name(enum_choices<T>());
+        else v->value_name(value_name<T>());
+        const std::string text = value_text(def);
+        if (!text.empty()) v->default_value(text);
+        d.add_options()(spec.c_str(), v, help.c_str());
+      }
+    }
+  });
+  return d;
+}
+
+Options SearchOptions::resolve(const po::variables_map& vm) const {
+  Options o;
+  for_each_option([&](const auto& f) {
+    using T = typename std::decay_t<decltype(f)>::value_type;
+    if constexpr (cli_expressible<T>) {
+      const std::string name = long_name(f);
+      if (skipped(f.name) || !vm.count(name)) return;
+      const std::string option = "--" + name;
+      T v;
+      if constexpr (std::is_same_v<T, bool>)
+        v = vm[name].template as<bool>();
+      else
+        v = parse_value<T>(vm[name].template as<std::string>(), option);
+      if (f.check != nullptr) {
+        const std::string msg = f.check(v);
+        if (!msg.empty()) throw invalid_argument(msg, option);
+      }
+      o.*f.member = std::move(v);
+    }
+  });
+  try {
+    validate(o);  // rules across fields, if the table gains any
+  } catch (const invalid_argument& e) {
+    throw invalid_argument(e.message(), option_of(e.where()));
+  }
+  return o;
+}
+
+void SearchOptions::check_ratio(double ratio, const std::string& option) {
+  for_each_option([&](const auto& f) {
+    using T = typename std::decay_t<decltype(f)>::value_type;
+    if constexpr (std::is_same_v<T, double>) {
+      if (f.name != "target_ratio" || f.check == nullptr) return;
+      const std::string msg = f.check(ratio);
+      if (!msg.empty()) throw invalid_argument(msg, option);
+    }
+  });
+}
+
+std::vector<double> SearchOptions::parse_ratios(std::string_view list, const std::string& option) {
+  std::vector<double> out;
+  for (const auto& item : split_list(list)) {
+    out.push_back(parse_number<double>(item, option));
+    check_ratio(out.back(), option);
+  }
+  if (out.empty()) throw invalid_argument("no ratio given", option);
+  return out;
+}
+
+}  // namespace bosch::cli
