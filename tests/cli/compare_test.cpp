@@ -40,6 +40,8 @@ TEST_CASE("select and compare list every search field of the Options table") {
   std::size_t fields = 0;
   bosch::for_each_option([&](const auto& f) {
     ++fields;
+    // Masks are not a command-line value: --init FILE... sets them.
+    if (f.name == "initial_masks") return;
     const std::string option = option_of(f);
     INFO(option);
     CHECK(lists(sel.out, option));
