@@ -143,12 +143,13 @@ HeadMask mask_from(nb::handle obj, const std::optional<HeadLayout>& layout, cons
                                std::to_string(layout->num_kv_heads) + "))",
                            what);
   if (kind == "i" || kind == "u") {
-    const bool binary = nb::cast<bool>(
-        np.attr("all")(np.attr("logical_or")(arr.attr("__eq__")(0), arr.attr("__eq__")(1))));
+    nb::object ok = np.attr("all")(np.attr("logical_or")(arr.attr("__eq__")(0), arr.attr("__eq__")(1)));
+    const int binary = PyObject_IsTrue(ok.ptr());  // a numpy.bool_
+    if (binary < 0) throw nb::python_error();
     if (!binary) throw invalid_argument("an integer mask must hold only 0 and 1 (1 = SWA)", what);
   } else if (kind != "b") {
     throw nb::type_error((std::string(what) + ": expected a bool array (True = SWA head), got dtype " +
-                          nb::cast<std::string>(nb::str(arr.attr("dtype"))))
+                          nb::cast<std::string>(arr.attr("dtype").attr("name")))
                              .c_str());
   }
   const HeadLayout lay = layout ? *layout : HeadLayout{L, H, H};

@@ -319,11 +319,10 @@ nb::object pop(nb::dict& kw, const char* key) {
   return v;
 }
 
-nb::object select_entry(nb::handle evaluate, nb::handle layout_arg, nb::handle ratio, nb::kwargs kwargs) {
-  nb::dict kw;
-  for (auto [k, v] : kwargs) kw[k] = v;
+/// The options, callbacks and checkpoint settings of a select() call; takes
+/// them out of `kw`, which must then be empty.
+SearchSetup parse_setup(nb::handle ratio, nb::dict& kw) {
   SearchSetup setup;
-  nb::object batch_arg = pop(kw, "evaluate_batch");
   if (nb::object o = pop(kw, "options"); o.is_valid() && !o.is_none()) {
     if (!nb::isinstance<Options>(o)) throw nb::type_error("options: expected a bosch.Options");
     setup.options = nb::cast<Options>(o);
@@ -343,7 +342,7 @@ nb::object select_entry(nb::handle evaluate, nb::handle layout_arg, nb::handle r
                                       "checkpoint_every");
     setup.checkpoint_every = static_cast<std::size_t>(n);
   }
-  if (nb::object r = pop(kw, "resume"); r.is_valid()) setup.resume = nb::cast<bool>(r);
+  if (nb::object r = pop(kw, "resume"); r.is_valid()) setup.resume = nb::cast<bool>(nb::bool_(r));
   if (setup.resume && !setup.checkpoint)
     throw invalid_argument("resume=True needs checkpoint=PATH (the file of the interrupted run)", "resume");
   if (!ratio.is_none()) {
@@ -359,6 +358,14 @@ nb::object select_entry(nb::handle evaluate, nb::handle layout_arg, nb::handle r
                           nb::cast<std::string>(nb::repr(nb::list(kw.keys())[0])))
                              .c_str());
   validate(setup.options);
+  return setup;
+}
+
+nb::object select_entry(nb::handle evaluate, nb::handle layout_arg, nb::handle ratio, nb::kwargs kwargs) {
+  nb::dict kw;
+  for (auto [k, v] : kwargs) kw[k] = v;
+  nb::object batch_arg = pop(kw, "evaluate_batch");
+  SearchSetup setup = parse_setup(ratio, kw);
 
   if (nb::isinstance<PyTransformerEvaluator>(evaluate)) {
     auto& te = nb::cast<PyTransformerEvaluator&>(evaluate);
@@ -404,6 +411,42 @@ nb::object select_entry(nb::handle evaluate, nb::handle layout_arg, nb::handle r
   }
   PyEvaluator<false> e(*layout, std::move(one), std::move(batch), state);
   return run_select(e, setup, state, false);
+}
+
+/// A C++ evaluator for bench/python_overhead.py: -(sum of the weights of the
+/// SWA heads), summed in flat order (as bench/search_overhead.cpp's).
+struct WeightedEvaluator {
+  HeadLayout lay;
+  std::vector<double> w;
+  HeadLayout layout() const { return lay; }
+  double evaluate(const HeadMask& m) const {
+    double s = 0.0;
+    for (std::size_t i = 0; i < m.size(); ++i)
+      if (m[i]) s -= w[i];
+    return s;
+  }
+};
+
+/// bosch._bosch._select_weighted(weights, ratio, **options): bosch::select on
+/// WeightedEvaluator, in C++ alone (no callback, no Python between
+/// evaluations, the GIL released): the baseline of bench/python_overhead.py.
+nb::object select_weighted(nb::handle weights, nb::handle ratio, nb::kwargs kwargs) {
+  nb::dict kw;
+  for (auto [k, v] : kwargs) kw[k] = v;
+  SearchSetup setup = parse_setup(ratio, kw);
+  if (setup.checkpoint || nb::len(setup.callbacks) > 0)
+    throw nb::type_error("_select_weighted takes no callbacks or checkpoint");
+  nb::object arr = numpy().attr("ascontiguousarray")(weights, "dtype"_a = "float64");
+  const auto view = nb::cast<nb::ndarray<const double, nb::ndim<2>, nb::c_contig>>(arr);
+  const int L = static_cast<int>(view.shape(0)), H = static_cast<int>(view.shape(1));
+  WeightedEvaluator e{HeadLayout{L, H, H}, std::vector<double>(view.data(), view.data() + view.size())};
+  check_layout(e.lay, "weights");
+  Result r;
+  {
+    nb::gil_scoped_release release;
+    r = bosch::select(e, setup.options);
+  }
+  return nb::cast(PyResult{std::move(r), setup.options});
 }
 
 }  // namespace
@@ -623,6 +666,9 @@ void bind_search(nb::module_& m) {
       "released while the C++ search runs.\n\n"
       "Option keywords (bosch.Options fields):\n" +
       options_docstring();
+  m.def("_select_weighted", &select_weighted, "weights"_a, "ratio"_a.none() = nb::none(), "kwargs"_a,
+        "bosch::select in C++ alone on -(sum of the weights (layers, kv_heads) of the SWA heads): the "
+        "baseline of bench/python_overhead.py.");
   m.def("select", &select_entry, "evaluate"_a.none(), "layout"_a.none() = nb::none(),
         "ratio"_a.none() = nb::none(), "kwargs"_a, nb::sig(select_sig.c_str()), select_doc.c_str());
 }

@@ -314,3 +314,12 @@ def test_resume_refuses_a_checkpoint_of_another_search(tmp_path):
     ck.write_text(ck.read_text().replace('"score"', '"scor"', 1))
     with pytest.raises(bosch.FormatError, match="checksum"):
         bosch.select(Planted(), LAYOUT, 0.5, seed=1, checkpoint=ck, resume=True)
+
+
+def test_a_resume_stopped_during_its_replay_keeps_the_whole_checkpoint(tmp_path):
+    ck = tmp_path / "run.checkpoint"
+    bosch.select(Planted(), LAYOUT, 0.5, checkpoint=ck, callbacks=bosch.EarlyStop(max_evaluations=40))
+    assert len(checkpoint_records(ck)) == 40
+    r = bosch.select(Planted(), LAYOUT, 0.5, checkpoint=ck, resume=True, callbacks=bosch.EarlyStop(max_evaluations=5))
+    assert r.stopped and r.evaluations == 5 and r.evaluator_calls == 0
+    assert len(checkpoint_records(ck)) == 40
