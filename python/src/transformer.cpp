@@ -66,16 +66,6 @@ struct BackendImpl final : PyTransformerEvaluator::Impl {
   TransformerEvaluator<B> evaluator;
 };
 
-nlohmann::json score_json(const TaskScore& t) {
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-  return nlohmann::json{{"task", t.task},
-                        {"samples", t.samples},
-                        {"mean_logprob", num(t.mean_logprob)},
-                        {"probability", num(t.probability)},
-                        {"accuracy", num(t.accuracy)},
-                        {"exact", num(t.exact)}};
-}
-
 }  // namespace
 
 bool has_cuda() {
@@ -137,10 +127,7 @@ nlohmann::json PyTransformerEvaluator::held_out(const HeadMask& mask, const Repo
   std::lock_guard lock(impl_->mutex);
   if (!impl_->held_out_tasks)
     impl_->held_out_tasks = tasks::generate(suite_specs(suite_, tasks::Split::held_out), model_.tokenizer);
-  const HeldOutReport r = impl_->held_out(model_, *impl_->held_out_tasks, mask, options);
-  nlohmann::json per = nlohmann::json::array();
-  for (const auto& t : r.per_task) per.push_back(score_json(t));
-  return nlohmann::json{{"all", score_json(r.all)}, {"per_task", per}};
+  return to_json(impl_->held_out(model_, *impl_->held_out_tasks, mask, options));
 }
 
 nlohmann::json PyTransformerEvaluator::metadata(const Options& options, const Result& result) const {

@@ -2,6 +2,7 @@
 """The package itself: version, type stubs, and bosch.Options generated from
 the C++ field table (every field reachable by its name, checked on input)."""
 
+import ast
 import importlib.metadata
 import json
 import pathlib
@@ -30,6 +31,7 @@ def test_installed_package_has_type_stubs_listing_every_option():
     pkg = pathlib.Path(bosch.__file__).parent
     assert (pkg / "py.typed").exists()
     stub = (pkg / "_bosch.pyi").read_text()
+    ast.parse(stub)  # valid Python
     select_line = next(line for line in stub.splitlines() if line.startswith("def select("))
     options_init = re.search(r"class Options:.*?def __init__\(self, \*, (.*?)\) -> None", stub, re.S).group(1)
     for field in bosch.Options.fields():

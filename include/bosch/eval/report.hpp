@@ -23,6 +23,8 @@
 #include <bosch/tasks/scoring.hpp>
 #include <bosch/tasks/task.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <concepts>
 #include <map>
@@ -48,6 +50,16 @@ struct HeldOutReport {
   TaskScore all;
   std::vector<TaskScore> per_task;
 };
+
+/// {"task", "samples", "mean_logprob", "probability", "accuracy", "exact"}
+/// (NaN -> null).
+nlohmann::json to_json(const TaskScore& t);
+/// {"all": to_json(all), "per_task": [...]}: the "held_out" object of
+/// `bosch evaluate --json` and of comparison results.
+nlohmann::json to_json(const HeldOutReport& r);
+/// The inverse of to_json(HeldOutReport) (null -> NaN); nlohmann_json's
+/// exceptions for a missing or wrongly typed field.
+HeldOutReport held_out_report_from_json(const nlohmann::json& j);
 
 /// How greedy tokens past the free ones are generated.
 enum class GreedyPath {
