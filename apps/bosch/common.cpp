@@ -427,6 +427,22 @@ void require_model_layout(const HeadMask& mask, const HeadLayout& model_layout,
                           to_string(model_layout));
 }
 
+nlohmann::json to_json(const TaskScore& t) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  return nlohmann::json{{"task", t.task},
+                        {"samples", t.samples},
+                        {"mean_logprob", num(t.mean_logprob)},
+                        {"probability", num(t.probability)},
+                        {"accuracy", num(t.accuracy)},
+                        {"exact", num(t.exact)}};
+}
+
+nlohmann::json to_json(const HeldOutReport& r) {
+  nlohmann::json per = nlohmann::json::array();
+  for (const auto& t : r.per_task) per.push_back(to_json(t));
+  return nlohmann::json{{"all", to_json(r.all)}, {"per_task", per}};
+}
+
 void print_report(std::ostream& out, const std::vector<ReportRow>& rows, bool per_task) {
   char buf[200];
   auto line = [&](const std::string& name, std::size_t heads, const TaskScore& t) {

@@ -340,7 +340,10 @@ struct ReportRow {
   HeldOutReport report;
 };
 
-// Held-out reports as JSON: bosch::to_json(const HeldOutReport&) (eval/report.hpp).
+/// {"task", "samples", "mean_logprob", "probability", "accuracy", "exact"} (NaN -> null).
+nlohmann::json to_json(const TaskScore& t);
+/// {"all": to_json(all), "per_task": [...]}.
+nlohmann::json to_json(const HeldOutReport& r);
 
 /// A fixed-width table: one line per row (overall scores), then, with
 /// `per_task`, one block per task.

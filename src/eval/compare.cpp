@@ -30,7 +30,7 @@ nlohmann::json cell_json(const CellResult& c) {
           {"ratio", c.ratio},
           {"swa_heads", c.mask.count()},
           {"mask", to_grid(c.mask)},
-          {"quality", to_json(c.quality)},
+          {"quality", held_out_json(c.quality)},
           {"evaluations", c.evaluations},
           {"forwards", c.forwards},
           {"select_seconds", c.select_seconds},
@@ -44,7 +44,7 @@ CellResult cell_from(const nlohmann::json& j, const HeadLayout& layout, const st
   c.ratio = j.at("ratio").get<double>();
   c.mask = mask_from_grid(j.at("mask").get<std::string>(), layout.num_query_heads, where);
   io::check_mask_layout(c.mask, layout, where);
-  c.quality = held_out_report_from_json(j.at("quality"));
+  c.quality = held_out_from_json(j.at("quality"));
   c.evaluations = j.at("evaluations").get<std::size_t>();
   c.forwards = j.at("forwards").get<double>();
   c.select_seconds = j.at("select_seconds").get<double>();
@@ -107,8 +107,8 @@ Stored read_stored(const std::filesystem::path& path, const HeadLayout& layout, 
     }
     if (doc.contains("references") && !doc.at("references").is_null()) {
       s.references = true;
-      s.full = held_out_report_from_json(doc.at("references").at("all_full"));
-      s.swa = held_out_report_from_json(doc.at("references").at("all_swa"));
+      s.full = held_out_from_json(doc.at("references").at("all_full"));
+      s.swa = held_out_from_json(doc.at("references").at("all_swa"));
     }
     for (auto it = doc.at("methods").begin(); it != doc.at("methods").end(); ++it) s.setups[it.key()] = it.value();
     for (const auto& c : doc.at("cells"))
@@ -167,7 +167,7 @@ nlohmann::json comparison_to_json(const ComparisonResult& r) {
           {"layout", layout_json(r.layout)},
           {"run", r.run},
           {"ratios", ratios},
-          {"references", {{"all_full", to_json(r.all_full)}, {"all_swa", to_json(r.all_swa)}}},
+          {"references", {{"all_full", held_out_json(r.all_full)}, {"all_swa", held_out_json(r.all_swa)}}},
           {"methods", methods},
           {"cells", cells}};
 }

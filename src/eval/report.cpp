@@ -26,7 +26,7 @@ TaskScore score_from(const nlohmann::json& j) {
 }
 }  // namespace
 
-nlohmann::json to_json(const TaskScore& t) {
+nlohmann::json task_score_json(const TaskScore& t) {
   return nlohmann::json{{"task", t.task},
                         {"samples", t.samples},
                         {"mean_logprob", number(t.mean_logprob)},
@@ -35,13 +35,13 @@ nlohmann::json to_json(const TaskScore& t) {
                         {"exact", number(t.exact)}};
 }
 
-nlohmann::json to_json(const HeldOutReport& r) {
+nlohmann::json held_out_json(const HeldOutReport& r) {
   nlohmann::json per = nlohmann::json::array();
-  for (const auto& t : r.per_task) per.push_back(to_json(t));
-  return nlohmann::json{{"all", to_json(r.all)}, {"per_task", per}};
+  for (const auto& t : r.per_task) per.push_back(task_score_json(t));
+  return nlohmann::json{{"all", task_score_json(r.all)}, {"per_task", per}};
 }
 
-HeldOutReport held_out_report_from_json(const nlohmann::json& j) {
+HeldOutReport held_out_from_json(const nlohmann::json& j) {
   HeldOutReport r;
   r.all = score_from(j.at("all"));
   for (const auto& t : j.at("per_task")) r.per_task.push_back(score_from(t));

@@ -53,13 +53,13 @@ struct HeldOutReport {
 
 /// {"task", "samples", "mean_logprob", "probability", "accuracy", "exact"}
 /// (NaN -> null).
-nlohmann::json to_json(const TaskScore& t);
-/// {"all": to_json(all), "per_task": [...]}: the "held_out" object of
+nlohmann::json task_score_json(const TaskScore& t);
+/// {"all": task_score_json(all), "per_task": [...]}: the "held_out" object of
 /// `bosch evaluate --json` and of comparison results.
-nlohmann::json to_json(const HeldOutReport& r);
-/// The inverse of to_json(HeldOutReport) (null -> NaN); nlohmann_json's
-/// exceptions for a missing or wrongly typed field.
-HeldOutReport held_out_report_from_json(const nlohmann::json& j);
+nlohmann::json held_out_json(const HeldOutReport& r);
+/// The inverse of held_out_json (null -> NaN); nlohmann_json's exceptions for
+/// a missing or wrongly typed field.
+HeldOutReport held_out_from_json(const nlohmann::json& j);
 
 /// How greedy tokens past the free ones are generated.
 enum class GreedyPath {
