@@ -13,8 +13,8 @@
 // two every partial sum is exact, so any summation order (NumPy's included)
 // gives the same double.
 // OUT: {"mask": bits, "score", "normalized_score", "evaluations",
-//       "layer_counts", "planned_counts", "anchors": [full, swa],
-//       "log": [{"index", "stage", "mask", "score"}...]}; exit 1 with a
+//       "layer_counts", "planned_counts", "anchors": [full, swa], "options"
+//       (as read), "log": [{"index", "stage", "mask", "score"}...]}; exit 1 with a
 //       message on stderr on error.
 
 #include <bosch/bosch.hpp>
@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
                              {"layer_counts", r.layer_counts},
                              {"planned_counts", r.planned_counts},
                              {"anchors", {number(r.anchors.full), number(r.anchors.swa)}},
+                             {"options", bosch::options_to_json(options)},
                              {"log", log}};
     bosch::io::write_file_atomic(argv[2], out.dump() + "\n");
     return 0;
