@@ -36,7 +36,7 @@ def test_installed_package_has_type_stubs_listing_every_option():
     options_init = re.search(r"class Options:.*?def __init__\(self, \*, (.*?)\) -> None", stub, re.S).group(1)
     for field in bosch.Options.fields():
         # stubgen imports typing.Literal, collections.abc.Sequence by their last name
-        annotation = f"{field['name']}: " + re.sub(r"\b(typing|collections\.abc)\.", "", field["type"])
+        annotation = f"{field['name']}: " + re.sub(r"(?<![\w.])(typing|collections\.abc)\.", "", field["type"])
         assert annotation in select_line, field["name"]
         assert annotation in options_init, field["name"]
     assert "class InvalidArgument(Error, ValueError)" in stub
