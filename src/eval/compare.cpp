@@ -23,41 +23,6 @@ namespace {
 using clock = std::chrono::steady_clock;
 double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
 
-nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-double read_number(const nlohmann::json& j) {
-  return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
-}
-
-nlohmann::json score_json(const TaskScore& t) {
-  return {{"task", t.task},          {"samples", t.samples},          {"mean_logprob", number(t.mean_logprob)},
-          {"probability", number(t.probability)}, {"accuracy", number(t.accuracy)}, {"exact", number(t.exact)}};
-}
-
-TaskScore score_from(const nlohmann::json& j) {
-  TaskScore t;
-  t.task = j.at("task").get<std::string>();
-  t.samples = j.at("samples").get<int>();
-  t.mean_logprob = read_number(j.at("mean_logprob"));
-  t.probability = read_number(j.at("probability"));
-  t.accuracy = read_number(j.at("accuracy"));
-  t.exact = read_number(j.at("exact"));
-  return t;
-}
-
-nlohmann::json report_json(const HeldOutReport& r) {
-  nlohmann::json per = nlohmann::json::array();
-  for (const auto& t : r.per_task) per.push_back(score_json(t));
-  return {{"all", score_json(r.all)}, {"per_task", per}};
-}
-
-HeldOutReport report_from(const nlohmann::json& j) {
-  HeldOutReport r;
-  r.all = score_from(j.at("all"));
-  for (const auto& t : j.at("per_task")) r.per_task.push_back(score_from(t));
-  return r;
-}
-
 nlohmann::json layout_json(const HeadLayout& l) { return {l.num_layers, l.num_query_heads, l.num_kv_heads}; }
 
 nlohmann::json cell_json(const CellResult& c) {
@@ -65,7 +30,7 @@ nlohmann::json cell_json(const CellResult& c) {
           {"ratio", c.ratio},
           {"swa_heads", c.mask.count()},
           {"mask", to_grid(c.mask)},
-          {"quality", report_json(c.quality)},
+          {"quality", held_out_json(c.quality)},
           {"evaluations", c.evaluations},
           {"forwards", c.forwards},
           {"select_seconds", c.select_seconds},
@@ -79,7 +44,7 @@ CellResult cell_from(const nlohmann::json& j, const HeadLayout& layout, const st
   c.ratio = j.at("ratio").get<double>();
   c.mask = mask_from_grid(j.at("mask").get<std::string>(), layout.num_query_heads, where);
   io::check_mask_layout(c.mask, layout, where);
-  c.quality = report_from(j.at("quality"));
+  c.quality = held_out_from_json(j.at("quality"));
   c.evaluations = j.at("evaluations").get<std::size_t>();
   c.forwards = j.at("forwards").get<double>();
   c.select_seconds = j.at("select_seconds").get<double>();
@@ -142,8 +107,8 @@ Stored read_stored(const std::filesystem::path& path, const HeadLayout& layout, 
     }
     if (doc.contains("references") && !doc.at("references").is_null()) {
       s.references = true;
-      s.full = report_from(doc.at("references").at("all_full"));
-      s.swa = report_from(doc.at("references").at("all_swa"));
+      s.full = held_out_from_json(doc.at("references").at("all_full"));
+      s.swa = held_out_from_json(doc.at("references").at("all_swa"));
     }
     for (auto it = doc.at("methods").begin(); it != doc.at("methods").end(); ++it) s.setups[it.key()] = it.value();
     for (const auto& c : doc.at("cells"))
@@ -202,7 +167,7 @@ nlohmann::json comparison_to_json(const ComparisonResult& r) {
           {"layout", layout_json(r.layout)},
           {"run", r.run},
           {"ratios", ratios},
-          {"references", {{"all_full", report_json(r.all_full)}, {"all_swa", report_json(r.all_swa)}}},
+          {"references", {{"all_full", held_out_json(r.all_full)}, {"all_swa", held_out_json(r.all_swa)}}},
           {"methods", methods},
           {"cells", cells}};
 }

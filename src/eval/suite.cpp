@@ -4,6 +4,7 @@
 #include <bosch/error.hpp>
 #include <bosch/eval/suite.hpp>
 #include <bosch/io/options_json.hpp>
+#include <bosch/io/search_metadata.hpp>
 #include <bosch/mask.hpp>
 #include <bosch/tasks/generate.hpp>
 #include <bosch/version.hpp>
@@ -118,31 +119,15 @@ void update_from_json(TaskSuiteOptions& o, const nlohmann::json& j, const std::s
 nlohmann::json mask_metadata(const model::Model& model, const Options& options,
                              const Result& result, const TransformerEvaluatorOptions& evaluator,
                              const TaskSuiteOptions& suite) {
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  const HeadLayout layout = model.config.layout();
-  nlohmann::json m{{"model", model.config.name},
-                   {"model_file", model.source.filename().string()},
-                   {"model_fingerprint", model.fingerprint},
-                   {"architecture", model::to_string(model.config.arch)},
-                   {"layout", to_string(layout)},
-                   {"target_ratio", options.target_ratio},
-                   {"ratio", result.mask.ratio()},
-                   {"swa_heads", result.mask.count()},
-                   {"kv_heads", result.mask.size()},
-                   {"window", evaluator.window},
-                   {"sinks", evaluator.sinks},
-                   {"score", num(result.score)},
-                   {"normalized_score", num(result.normalized_score)},
-                   {"anchor_full", num(result.anchors.full)},
-                   {"anchor_swa", num(result.anchors.swa)},
-                   {"evaluations", result.evaluations},
-                   {"seed", options.seed},
-                   {"variant", to_string(options.variant)},
-                   {"search_options", options_to_json(options)},
-                   {"search_seconds", result.seconds},
-                   {"stopped", result.stopped || result.budget_exhausted}};
+  nlohmann::json m = search_metadata(options, result);
+  m["layout"] = to_string(model.config.layout());
+  m["model"] = model.config.name;
+  m["model_file"] = model.source.filename().string();
+  m["model_fingerprint"] = model.fingerprint;
+  m["architecture"] = model::to_string(model.config.arch);
+  m["window"] = evaluator.window;
+  m["sinks"] = evaluator.sinks;
   m.update(to_json(suite));
-  m["bosch_version"] = version_string;
   return m;
 }
 

@@ -135,6 +135,34 @@ TEST_CASE(
   fs::remove_all(dir);
 }
 
+TEST_CASE("a resumed search stopped during its replay leaves the checkpoint whole") {
+  const fs::path dir = temp_dir("replay_stop");
+  const HeadLayout lay{6, 8, 8};
+  const Options o = base_options(bosch::Variant::full, bosch::InnerSolver::swap);
+  const fs::path ck = dir / "run.json";
+  bosch::test::RedundantEvaluator e0(lay, 2, 3);
+  const auto first = bosch::select(e0, o, bosch::Checkpoint(ck, 1), StopAfter{40});
+  REQUIRE(first.evaluations == 40);
+  REQUIRE(bosch::read_checkpoint(ck).log.size() == 40);
+  // Resumed and stopped again after 5 evaluations, all of them replayed: the
+  // file must still hold the 40 (it used to be rewritten with 5).
+  bosch::test::RedundantEvaluator e1(lay, 2, 3);
+  bosch::Checkpoint again(ck, 1, bosch::Checkpoint::resume);
+  const auto stopped = bosch::select(e1, o, again, StopAfter{5});
+  CHECK(stopped.stopped);
+  CHECK(stopped.evaluations == 5);
+  CHECK(e1.calls == 0);
+  CHECK(again.writes() == 0);
+  CHECK(bosch::read_checkpoint(ck).log.size() == 40);
+  // Past the replay, writing resumes as usual.
+  bosch::test::RedundantEvaluator e2(lay, 2, 3);
+  bosch::Checkpoint third(ck, 1, bosch::Checkpoint::resume);
+  const auto more = bosch::select(e2, o, third, StopAfter{45});
+  CHECK(more.evaluations == 45);
+  CHECK(bosch::read_checkpoint(ck).log.size() == 45);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("checkpoint content: magic, format, version, layout, seed, options") {
   const fs::path dir = temp_dir("content");
   bosch::test::SeparableEvaluator e({3, 4, 4}, 1);

@@ -23,6 +23,8 @@
 #include <bosch/tasks/scoring.hpp>
 #include <bosch/tasks/task.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <concepts>
 #include <map>
@@ -48,6 +50,16 @@ struct HeldOutReport {
   TaskScore all;
   std::vector<TaskScore> per_task;
 };
+
+/// {"task", "samples", "mean_logprob", "probability", "accuracy", "exact"}
+/// (NaN -> null).
+nlohmann::json task_score_json(const TaskScore& t);
+/// {"all": task_score_json(all), "per_task": [...]}: the "held_out" object of
+/// `bosch evaluate --json` and of comparison results.
+nlohmann::json held_out_json(const HeldOutReport& r);
+/// The inverse of held_out_json (null -> NaN); nlohmann_json's exceptions for
+/// a missing or wrongly typed field.
+HeldOutReport held_out_from_json(const nlohmann::json& j);
 
 /// How greedy tokens past the free ones are generated.
 enum class GreedyPath {

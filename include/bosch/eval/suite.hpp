@@ -86,7 +86,9 @@ void update_from_json(TaskSuiteOptions& o, const nlohmann::json& j, const std::s
 ///     tasks, context, samples, held_out_samples, chat, task_seed,
 ///     bosch_version
 ///
-/// (NaN scores are written as null.)
+/// (NaN scores are written as null.) The search fields are
+/// search_metadata(options, result) (io/search_metadata.hpp); this adds the
+/// model, the windows and the task suite.
 nlohmann::json mask_metadata(const model::Model& model, const Options& options,
                              const Result& result, const TransformerEvaluatorOptions& evaluator,
                              const TaskSuiteOptions& suite);

@@ -276,8 +276,9 @@ inline void check_resumable(const CheckpointData& d, const HeadLayout& layout, c
 /// evaluations and at the end of the search and, when asked to resume, hands
 /// the checkpoint's evaluations to the search for replay (after checking that
 /// it was written by a search with the same layout, seed and options).
-/// While a resumed search replays its checkpoint nothing is written, so the
-/// file never holds fewer evaluations than before (a search may be killed and
+/// While a resumed search replays its checkpoint nothing is written (nor at
+/// its end, when it stopped before the replay was done), so the file never
+/// holds fewer evaluations than before (a search may be killed and
 /// resumed any number of times, at any moment).
 ///
 /// @code
@@ -301,6 +302,7 @@ class Checkpoint {
     if (mode_ != resume) return {};
     CheckpointData d = read_checkpoint(path_);
     check_resumable(d, v.layout, *v.options, path_.string());
+    resumed_from_ = d.log.size();
     return std::move(d.log);
   }
   void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
@@ -314,6 +316,10 @@ class Checkpoint {
     if (every_ > 0 && (r.index + 1) % every_ == 0) write(v, false);
   }
   void end_search(const SearchView& v, const Result& r) {
+    // A resumed search stopped before it had replayed the whole file (a
+    // callback's stop, Ctrl-C): the file holds more than the search's log, so
+    // it is kept as it is.
+    if (v.evaluations < resumed_from_) return;
     write(v, !r.stopped && !r.budget_exhausted);
   }
   /// Number of files written so far.
@@ -330,6 +336,7 @@ class Checkpoint {
   Mode mode_;
   std::size_t writes_ = 0;
   std::size_t replayed_ = 0;  // SearchView::replayed at the last evaluation
+  std::size_t resumed_from_ = 0;  // evaluations in the checkpoint resumed from
 };
 
 }  // namespace bosch

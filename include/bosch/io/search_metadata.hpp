@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file io/search_metadata.hpp
+/// The part of a mask file's metadata that the search alone determines: what
+/// was asked (ratio, seed, variant, every option) and what came out (score,
+/// anchors, evaluations, time). Written by every front end (the `bosch`
+/// program through eval::mask_metadata, which adds the model, windows and
+/// tasks; the Python package's Result.metadata()), so a mask file describes
+/// its search the same way whoever wrote it.
+
+#include <bosch/io/options_json.hpp>
+#include <bosch/mask.hpp>
+#include <bosch/options.hpp>
+#include <bosch/version.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace bosch {
+
+/// The search fields of mask metadata:
+///
+///     layout (string "LxHqxHkv"), target_ratio, ratio, swa_heads, kv_heads,
+///     score, normalized_score, anchor_full, anchor_swa, evaluations, seed,
+///     variant, search_options (every Options field), search_seconds,
+///     stopped (a callback or the budget cut the search short), bosch_version
+///
+/// NaN scores (a search stopped before any evaluation) are written as null.
+inline nlohmann::json search_metadata(const Options& options, const Result& result) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return nlohmann::json{{"layout", to_string(result.mask.layout())},
+                        {"target_ratio", options.target_ratio},
+                        {"ratio", result.mask.ratio()},
+                        {"swa_heads", result.mask.count()},
+                        {"kv_heads", result.mask.size()},
+                        {"score", num(result.score)},
+                        {"normalized_score", num(result.normalized_score)},
+                        {"anchor_full", num(result.anchors.full)},
+                        {"anchor_swa", num(result.anchors.swa)},
+                        {"evaluations", result.evaluations},
+                        {"seed", options.seed},
+                        {"variant", to_string(options.variant)},
+                        {"search_options", options_to_json(options)},
+                        {"search_seconds", result.seconds},
+                        {"stopped", result.stopped || result.budget_exhausted},
+                        {"bosch_version", version_string}};
+}
+
+}  // namespace bosch

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: Apache-2.0
+// bosch.HeadLayout, mask files (JSON, DuoAttention TSV, grid), the layer
+// baselines and mask_from_scores.
+
+#include "masks.hpp"
+
+#include "search.hpp"
+
+#include <bosch/io/mask_io.hpp>
+#include <bosch/io/search_metadata.hpp>
+
+#include <filesystem>
+
+using namespace nb::literals;
+
+namespace bosch::python {
+
+namespace {
+
+/// A mask file as Python sees it.
+struct PyMaskFile {
+  HeadMask mask;
+  nlohmann::json metadata = nlohmann::json::object();
+};
+
+enum class Form { json, tsv, grid };
+
+Form form_of(const std::string& path, nb::handle format) {
+  if (!format.is_none()) {
+    const std::string f = nb::cast<std::string>(format);
+    if (f == "json") return Form::json;
+    if (f == "tsv") return Form::tsv;
+    if (f == "grid" || f == "txt") return Form::grid;
+    throw invalid_argument("unknown mask format '" + f + "' (expected json, tsv or grid)", "format");
+  }
+  const std::string ext = std::filesystem::path(path).extension().string();
+  return ext == ".json" ? Form::json : ext == ".tsv" ? Form::tsv : Form::grid;
+}
+
+PyMaskFile read_mask(nb::handle path_obj, nb::handle layout_obj, nb::handle format, double threshold) {
+  const std::string path = path_from(path_obj);
+  if (!(threshold > 0.0 && threshold <= 1.0))
+    throw invalid_argument("must lie in (0, 1], got " + std::to_string(threshold), "threshold");
+  std::optional<HeadLayout> expected;
+  if (!layout_obj.is_none()) expected = layout_from(layout_obj);
+  const Form form = form_of(path, format);
+  PyMaskFile out;
+  nb::gil_scoped_release release;
+  if (form == Form::json) {
+    io::MaskFile f = io::read_mask_json(path);
+    if (expected) io::check_mask_layout(f.mask, *expected, path);
+    out.mask = std::move(f.mask);
+    out.metadata = std::move(f.metadata);
+    return out;
+  }
+  // TSV and grid files carry no query-head count: it comes from `layout`.
+  HeadMask m = form == Form::tsv ? io::read_mask_tsv(path, 0, threshold) : io::read_mask_grid(path);
+  if (expected) {
+    const HeadLayout& got = m.layout();
+    if (got.num_layers != expected->num_layers || got.num_kv_heads != expected->num_kv_heads)
+      throw invalid_argument("mask has " + std::to_string(got.num_layers) + " layers x " +
+                                 std::to_string(got.num_kv_heads) + " KV heads, expected " +
+                                 std::to_string(expected->num_layers) + " x " +
+                                 std::to_string(expected->num_kv_heads),
+                             path);
+    HeadMask fitted(*expected);
+    for (std::size_t i = 0; i < m.size(); ++i) fitted.set_flat(i, m[i]);
+    m = std::move(fitted);
+  }
+  out.mask = std::move(m);
+  return out;
+}
+
+void write_mask(nb::handle path_obj, nb::handle mask_obj, nb::handle layout_obj, nb::handle metadata,
+                nb::handle format) {
+  const std::string path = path_from(path_obj);
+  const Form form = form_of(path, format);
+  std::optional<HeadLayout> layout;
+  if (!layout_obj.is_none()) layout = layout_from(layout_obj);
+  HeadMask mask;
+  nlohmann::json meta = nlohmann::json::object();
+  if (nb::isinstance<PyResult>(mask_obj)) {
+    const auto& r = nb::cast<const PyResult&>(mask_obj);
+    mask = r.result.mask;
+    meta = search_metadata(r.options, r.result);
+  } else if (nb::isinstance<PyMaskFile>(mask_obj)) {
+    const auto& f = nb::cast<const PyMaskFile&>(mask_obj);
+    mask = f.mask;
+    meta = f.metadata;
+  } else {
+    mask = mask_from(mask_obj, layout, "mask");
+  }
+  if (layout && !(mask.layout() == *layout)) io::check_mask_layout(mask, *layout, "mask");
+  if (!metadata.is_none()) {
+    if (!nb::isinstance<nb::dict>(metadata)) throw nb::type_error("metadata: expected a dict");
+    meta.update(python_to_json(metadata, "metadata"));
+  }
+  nb::gil_scoped_release release;
+  switch (form) {
+    case Form::json: io::write_mask_json(path, mask, meta); break;
+    case Form::tsv: io::write_mask_tsv(path, mask); break;
+    case Form::grid: io::write_mask_grid(path, mask); break;
+  }
+}
+
+baselines::LayerCount count_of(bool whole_layers) {
+  return whole_layers ? baselines::LayerCount::whole_layers : baselines::LayerCount::exact;
+}
+
+}  // namespace
+
+void bind_masks(nb::module_& m) {
+  nb::class_<HeadLayout>(m, "HeadLayout",
+                         "Attention-head layout of a decoder: layers, query heads and KV heads per "
+                         "layer (the decision unit is one bit per (layer, KV head)).")
+      .def(
+          "__init__",
+          [](HeadLayout* self, int num_layers, int num_query_heads, int num_kv_heads) {
+            const HeadLayout l{num_layers, num_query_heads, num_kv_heads};
+            check_layout(l, "HeadLayout");
+            new (self) HeadLayout(l);
+          },
+          "num_layers"_a, "num_query_heads"_a, "num_kv_heads"_a)
+      .def(
+          "__init__", [](HeadLayout* self, const std::string& text) { new (self) HeadLayout(parse_layout(text)); },
+          "text"_a, "From the text form 'LxHqxHkv' (e.g. '30x9x3') or 'LxHkv'.")
+      .def_ro("num_layers", &HeadLayout::num_layers)
+      .def_ro("num_query_heads", &HeadLayout::num_query_heads)
+      .def_ro("num_kv_heads", &HeadLayout::num_kv_heads)
+      .def_prop_ro("size", &HeadLayout::size, "decision bits, layers x KV heads")
+      .def_prop_ro("group_size", &HeadLayout::group_size, "query heads per KV head")
+      .def_prop_ro(
+          "shape", [](const HeadLayout& l) { return nb::make_tuple(l.num_layers, l.num_kv_heads); },
+          nb::sig("def shape(self, /) -> tuple[int, int]"), "(layers, kv_heads): the shape of a mask")
+      .def("__str__", [](const HeadLayout& l) { return to_string(l); })
+      .def("__repr__",
+           [](const HeadLayout& l) {
+             return "HeadLayout(" + std::to_string(l.num_layers) + ", " + std::to_string(l.num_query_heads) +
+                    ", " + std::to_string(l.num_kv_heads) + ")";
+           })
+      .def("__eq__", [](const HeadLayout& a, nb::handle b) {
+        return nb::isinstance<HeadLayout>(b) && a == nb::cast<const HeadLayout&>(b);
+      })
+      .def("__hash__",
+           [](const HeadLayout& l) {
+             return nb::hash(nb::make_tuple(l.num_layers, l.num_query_heads, l.num_kv_heads));
+           })
+      .def(
+          "__iter__",
+          [](const HeadLayout& l) {
+            return nb::iter(nb::make_tuple(l.num_layers, l.num_query_heads, l.num_kv_heads));
+          },
+          nb::sig("def __iter__(self) -> collections.abc.Iterator[int]"));
+
+  nb::class_<PyMaskFile>(m, "MaskFile", "A mask file's content: the mask, its layout and its metadata.")
+      .def_prop_ro("mask", [](const PyMaskFile& f) { return mask_to_numpy(f.mask); },
+                   nb::sig("def mask(self, /) -> numpy.typing.NDArray[numpy.bool_]"),
+                   "bool array (layers, kv_heads), True = SWA")
+      .def_prop_ro("layout", [](const PyMaskFile& f) { return f.mask.layout(); },
+                   "the layout (TSV and grid files: query heads from the layout given to "
+                   "read_mask, else equal to the KV heads)")
+      .def_prop_ro("metadata", [](const PyMaskFile& f) { return json_to_python(f.metadata); },
+                   nb::sig("def metadata(self, /) -> dict[str, typing.Any]"),
+                   "the JSON file's metadata ({} for TSV and grid files)")
+      .def("__repr__", [](const PyMaskFile& f) {
+        return "MaskFile(layout=" + to_string(f.mask.layout()) + ", swa_heads=" + std::to_string(f.mask.count()) +
+               "/" + std::to_string(f.mask.size()) + ")";
+      });
+
+  m.def("read_mask", &read_mask, "path"_a, "layout"_a.none() = nb::none(), nb::kw_only(),
+        "format"_a.none() = nb::none(), "threshold"_a = 0.5,
+        nb::sig("def read_mask(path: str | os.PathLike[str], layout: HeadLayout | str | tuple[int, ...] | None "
+                "= None, *, format: typing.Literal['json', 'tsv', 'grid'] | None = None, "
+                "threshold: float = 0.5) -> MaskFile"),
+        "Reads a mask file: JSON (bosch.head_mask, with metadata), DuoAttention TSV (1 = full\n"
+        "attention; values >= threshold are full) or the text grid ('S' = SWA, '.' = full), by\n"
+        "extension (.json, .tsv, anything else the grid) or `format`. With `layout` the file must\n"
+        "match it (TSV and grid files take their query-head count from it). Errors: FileError,\n"
+        "FormatError (naming the file and field or line), InvalidArgument (layout mismatch).");
+  m.def("write_mask", &write_mask, "path"_a, "mask"_a, "layout"_a.none() = nb::none(), nb::kw_only(),
+        "metadata"_a.none() = nb::none(), "format"_a.none() = nb::none(),
+        nb::sig("def write_mask(path: str | os.PathLike[str], mask: numpy.typing.ArrayLike | Result | MaskFile, "
+                "layout: HeadLayout | str | tuple[int, ...] | None = None, *, "
+                "metadata: dict[str, typing.Any] | None = None, "
+                "format: typing.Literal['json', 'tsv', 'grid'] | None = None) -> None"),
+        "Writes a mask atomically as JSON, TSV or grid (by extension or `format`). `mask` is a\n"
+        "bool array (layers, kv_heads) (its query heads from `layout`, default the KV heads), a\n"
+        "bosch.Result (its metadata() is written, updated with `metadata`) or a MaskFile. Only\n"
+        "JSON keeps metadata.");
+  m.def(
+      "to_grid", [](nb::handle mask) { return to_grid(mask_from(mask, std::nullopt)); }, "mask"_a,
+      nb::sig("def to_grid(mask: numpy.typing.ArrayLike) -> str"),
+      "The text grid of a mask: one line per layer, 'S' = SWA, '.' = full.");
+  m.def(
+      "target_count", [](nb::handle layout, double ratio) { return target_count(layout_from(layout), ratio); },
+      "layout"_a, "ratio"_a,
+      nb::sig("def target_count(layout: HeadLayout | str | tuple[int, ...], ratio: float) -> int"),
+      "round(ratio * layers * kv_heads), halves up: the SWA heads of a search's result.");
+  m.def(
+      "turnover",
+      [](nb::handle a, nb::handle b) { return turnover(mask_from(a, std::nullopt, "a"), mask_from(b, std::nullopt, "b")); },
+      "a"_a, "b"_a, nb::sig("def turnover(a: numpy.typing.ArrayLike, b: numpy.typing.ArrayLike) -> float"),
+      "|S(a) minus S(b)| / sqrt(|S(a)| |S(b)|) over the SWA-head sets (0 for nested masks).");
+  m.def(
+      "jaccard_distance",
+      [](nb::handle a, nb::handle b) {
+        return jaccard_distance(mask_from(a, std::nullopt, "a"), mask_from(b, std::nullopt, "b"));
+      },
+      "a"_a, "b"_a, nb::sig("def jaccard_distance(a: numpy.typing.ArrayLike, b: numpy.typing.ArrayLike) -> float"),
+      "1 - |S(a) and S(b)| / |S(a) or S(b)| over the SWA-head sets.");
+
+  // ---- baselines -----------------------------------------------------------------------------
+  const char* layout_sig = "layout: HeadLayout | str | tuple[int, ...]";
+  m.def(
+      "layer_rand",
+      [](nb::handle layout, double ratio, std::uint64_t seed, bool whole_layers) {
+        return mask_to_numpy(baselines::layer_rand(layout_from(layout), ratio, seed, count_of(whole_layers)));
+      },
+      "layout"_a, "ratio"_a, "seed"_a = 0, nb::kw_only(), "whole_layers"_a = false,
+      nb::sig(keep_string(std::string("def layer_rand(") + layout_sig +
+                          ", ratio: float, seed: int = 0, *, whole_layers: bool = False) -> "
+                          "numpy.typing.NDArray[numpy.bool_]")),
+      "RAND: random whole layers become SWA (seeded). By default exactly target_count(layout,\n"
+      "ratio) heads (one layer partially); whole_layers=True: round(ratio * layers) whole layers.");
+  m.def(
+      "layer_bme",
+      [](nb::handle layout, double ratio, bool whole_layers) {
+        return mask_to_numpy(baselines::layer_bme(layout_from(layout), ratio, count_of(whole_layers)));
+      },
+      "layout"_a, "ratio"_a, nb::kw_only(), "whole_layers"_a = false,
+      nb::sig(keep_string(std::string("def layer_bme(") + layout_sig +
+                          ", ratio: float, *, whole_layers: bool = False) -> numpy.typing.NDArray[numpy.bool_]")),
+      "BME: full layers kept at the beginning, middle and end (Hymba-style); the rest SWA.");
+  m.def(
+      "layer_intr",
+      [](nb::handle layout, double ratio, bool whole_layers) {
+        return mask_to_numpy(baselines::layer_intr(layout_from(layout), ratio, count_of(whole_layers)));
+      },
+      "layout"_a, "ratio"_a, nb::kw_only(), "whole_layers"_a = false,
+      nb::sig(keep_string(std::string("def layer_intr(") + layout_sig +
+                          ", ratio: float, *, whole_layers: bool = False) -> numpy.typing.NDArray[numpy.bool_]")),
+      "INTR: full layers spread evenly (interleaved); the rest SWA.");
+  m.def(
+      "mask_from_scores",
+      [](nb::handle scores, double ratio, const std::string& quota) {
+        nb::object arr = numpy().attr("ascontiguousarray")(scores, "dtype"_a = "float64");
+        const auto view = nb::cast<nb::ndarray<const double, nb::c_contig>>(arr);
+        if (view.ndim() != 2)
+          throw invalid_argument("expected scores of shape (layers, kv_heads), got " +
+                                     std::to_string(view.ndim()) + " dimensions",
+                                 "mask_from_scores");
+        const HeadLayout lay{static_cast<int>(view.shape(0)), static_cast<int>(view.shape(1)),
+                             static_cast<int>(view.shape(1))};
+        baselines::Quota q;
+        if (quota == "global")
+          q = baselines::Quota::global;
+        else if (quota == "per_layer")
+          q = baselines::Quota::per_layer;
+        else
+          throw invalid_argument("unknown quota '" + quota + "' (expected global or per_layer)", "quota");
+        return mask_to_numpy(baselines::mask_from_scores(
+            lay, std::span<const double>(view.data(), view.size()), ratio, q));
+      },
+      "scores"_a, "ratio"_a, nb::kw_only(), "quota"_a = "global",
+      nb::sig("def mask_from_scores(scores: numpy.typing.ArrayLike, ratio: float, *, "
+              "quota: typing.Literal['global', 'per_layer'] = 'global') -> numpy.typing.NDArray[numpy.bool_]"),
+      "A mask with exactly target_count SWA heads from your own per-KV-head scores (layers,\n"
+      "kv_heads), higher = more global: the lowest-scored heads become SWA, over the whole model\n"
+      "(quota='global') or the same number per layer (quota='per_layer'). Ties go to the lower\n"
+      "flat index.");
+}
+
+}  // namespace bosch::python
