@@ -23,7 +23,7 @@ SEARCH = dict(seed=7, probe_budget=4, chunk_budget=8)
 
 def cli_args(model, text):
     return ["--model", model, "--tasks", "copy", "--text-files", text, "--context", 300, "--samples", 2,
-            "--window", 32, "--threads", 1]
+            "--window", 32, "--threads", 1, "--allow-long-context"]
 
 
 @pytest.fixture(scope="module")
