@@ -16,6 +16,13 @@
 ///
 /// Per-head values: for each head, the mean probe score of the masks in which
 /// it was SWA (NaN when never tried); Stage 3 uses them to resize layers.
+///
+/// Completion probes: when ceil(rho * Hkv) = Hkv the probe width is capped at
+/// Hkv - 1 (see probe_count), so the cascade has fewer SWA heads than the
+/// target and Stage 2 must decide which layers lose their last full head.
+/// Each layer is then made entirely SWA on top of the final cascade, one at a
+/// time (L more evaluations), and the score lost is that layer's completion
+/// drop (ProbeResult::completion_drops).
 
 #include <bosch/mask.hpp>
 #include <bosch/options.hpp>
@@ -59,17 +66,33 @@ struct ProbeResult {
   std::vector<double> drops;                     ///< per layer (NaN when not probed)
   HeadMask cascade;                              ///< the incumbent after the probes
   std::vector<std::vector<double>> head_values;  ///< [layer][kv] (NaN when unknown)
+  /// Completion drops (only when the probe width was capped at Hkv - 1 below
+  /// ceil(rho * Hkv)): per layer, the score of the final cascade minus its
+  /// score with that layer entirely SWA, i.e. what the layer's last full head
+  /// is worth. Empty otherwise.
+  std::vector<double> completion_drops;
   int heads_per_layer = 0;                       ///< probe_count(layout, options)
   bool complete = false;                         ///< every layer probed
 };
 
+/// True when the automatic probe width was capped (ceil(rho * Hkv) = Hkv > 1
+/// became Hkv - 1) in the full variant, whose Stage 2 then needs the
+/// completion probes (the ablations use uniform counts).
+inline bool probes_capped(const HeadLayout& layout, const Options& o) {
+  const int h = layout.num_kv_heads;
+  return o.variant == Variant::full && o.probe_heads == 0 && h > 1 &&
+         static_cast<int>(std::ceil(o.target_ratio * h - 1e-9)) >= h;
+}
+
 /// Evaluations Stage 1 plans: L * min(probe_budget, C(Hkv, k)) when
-/// exhaustive probes are allowed, else L * probe_budget.
+/// exhaustive probes are allowed, else L * probe_budget; plus L completion
+/// probes when the width was capped.
 inline std::size_t planned_probe_evaluations(const HeadLayout& layout, const Options& o) {
   const double space = binomial(layout.num_kv_heads, probe_count(layout, o));
   double per = static_cast<double>(o.probe_budget);
   if (space <= 1.0 || (o.exhaustive_when_fits && space <= per)) per = space;
-  return static_cast<std::size_t>(layout.num_layers) * static_cast<std::size_t>(per);
+  const std::size_t L = static_cast<std::size_t>(layout.num_layers);
+  return L * static_cast<std::size_t>(per) + (probes_capped(layout, o) ? L : 0);
 }
 
 /// Runs Stage 1 (see the file comment). `s_full` is the all-full score.
@@ -121,6 +144,23 @@ ProbeResult run_probes(O& obj, const Options& o, double s_full) {
     pr.drops[static_cast<std::size_t>(l)] =
         o.drop_mode == DropMode::marginal ? prev - r.score : s_full - r.score;
     prev = r.score;
+  }
+  if (probes_capped(lay, o)) {
+    // Completion probes: the cascade with one layer at a time entirely SWA,
+    // lowest layer first (a transformer evaluator then reuses the cascade's
+    // residual streams of the layers below), as one batch.
+    std::vector<HeadMask> masks;
+    for (int l = 0; l < L; ++l) {
+      HeadMask m = pr.cascade;
+      for (int k = 0; k < H; ++k) m.set(l, k, true);
+      masks.push_back(std::move(m));
+    }
+    const auto scores = obj.evaluate_many(masks, &pr.cascade);
+    pr.completion_drops.assign(static_cast<std::size_t>(L), nan);
+    for (int l = 0; l < L; ++l) {
+      if (!scores[static_cast<std::size_t>(l)]) return pr;
+      pr.completion_drops[static_cast<std::size_t>(l)] = prev - *scores[static_cast<std::size_t>(l)];
+    }
   }
   pr.complete = true;
   return pr;

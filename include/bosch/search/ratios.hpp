@@ -225,6 +225,37 @@ inline RatioPlan assign_ratios(const HeadLayout& layout, std::span<const double>
   return plan;
 }
 
+/// Stage 2 after capped probes (ProbeResult::completion_drops): every layer
+/// keeps the probe width `width` (= Hkv - 1), and the (target - L * width)
+/// layers whose last full head is worth least (smallest completion drop, NaN
+/// = hardest; ties by layer index) become entirely SWA. Weights are the
+/// min-max normalized completion drops. Throws bosch::invalid_argument when
+/// the target is not between L * width and L * Hkv.
+inline RatioPlan assign_completion(const HeadLayout& layout, std::span<const double> completion,
+                                   int width, std::size_t target) {
+  const int L = layout.num_layers, H = layout.num_kv_heads;
+  if (completion.size() != static_cast<std::size_t>(L))
+    throw invalid_argument("one completion drop per layer expected", "assign_completion");
+  const long base = static_cast<long>(width) * L;
+  const long t = static_cast<long>(target);
+  if (t < base || t > static_cast<long>(H) * L)
+    throw invalid_argument("the target " + std::to_string(target) + " is not between " +
+                               std::to_string(base) + " and " + std::to_string(H * L) +
+                               " SWA heads",
+                           "assign_completion");
+  RatioPlan plan;
+  plan.weights = layer_weights(completion);
+  plan.counts.assign(static_cast<std::size_t>(L), width);
+  plan.levels = {width, H};
+  const std::vector<int> order = easiest_first(plan.weights);
+  const long whole = (t - base) / std::max(1, H - width);
+  long rest = (t - base) % std::max(1, H - width);
+  for (long r = 0; r < whole; ++r) plan.counts[static_cast<std::size_t>(order[static_cast<std::size_t>(r)])] = H;
+  if (rest > 0)
+    plan.counts[static_cast<std::size_t>(order[static_cast<std::size_t>(whole)])] += static_cast<int>(rest);
+  return plan;
+}
+
 /// Counts as uniform as possible summing to `target`: floor(target / L) per
 /// layer, plus one for the (target mod L) easiest layers (by `weights`, then
 /// layer index). Used by the single and multi variants.

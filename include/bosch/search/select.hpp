@@ -215,7 +215,11 @@ class search_run {
 
     if (!begin(Stage::ratios)) return false;
     if (o.variant == Variant::full) {
-      search::RatioPlan rp = search::assign_ratios(layout_, probes_->drops, target_, o);
+      search::RatioPlan rp =
+          probes_->completion_drops.empty()
+              ? search::assign_ratios(layout_, probes_->drops, target_, o)
+              : search::assign_completion(layout_, probes_->completion_drops,
+                                          probes_->heads_per_layer, target_);
       weights_ = rp.weights;
       counts_ = rp.counts;
     } else {
