@@ -4,8 +4,10 @@
 //
 //   bosch-run MODEL [--prompt TEXT] [--tokens N] [--window W [--sinks S] [--mask FILE]] [--threads T]
 //
-// Greedy decoding recomputes the whole forward pass for each new token (the
-// backend keeps no KV cache), with logits at the last position only.
+// Greedy decoding here recomputes the whole forward pass for each new token,
+// with logits at the last position only: a plain check of the full forward.
+// (The backend also decodes incrementally with a KV cache, Backend::prefill +
+// decode_step, as the held-out reports do.)
 // Exit status: 0 success, 2 usage error, 1 runtime error.
 
 #include <bosch/cpu/backend.hpp>
