@@ -13,7 +13,8 @@
 ///
 /// Layer-wise entry points (embed, run_layers, logits) let an evaluator keep
 /// the residual stream entering a layer and restart from the lowest layer a
-/// new mask changes.
+/// new mask changes. Every entry point runs the one decoder layer of
+/// cpu/layer.hpp; they differ only in its hooks.
 
 #include <bosch/cpu/rope.hpp>
 #include <bosch/model/model.hpp>
