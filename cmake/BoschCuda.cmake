@@ -22,3 +22,7 @@ if(BOSCH_WITH_CUDA)
     add_subdirectory(cuda)
   endif()
 endif()
+if(BOSCH_REQUIRE_CUDA AND NOT BOSCH_WITH_CUDA)
+  message(FATAL_ERROR "BOSCH_REQUIRE_CUDA=ON needs the CUDA backend, but BOSCH_WITH_CUDA is OFF "
+    "(nvcc not found, or switched off): the CUDA tests would not even be built")
+endif()

@@ -10,6 +10,7 @@
 
 #include <bosch/cpu/rope.hpp>
 #include <bosch/cuda/backend.hpp>
+#include <bosch/model/validate.hpp>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -29,21 +30,6 @@ using detail::DeviceGuard;
 using detail::StreamBuffer;
 
 namespace {
-
-void check_matrix(const model::Matrix& m, int rows, int cols, const std::string& name) {
-  if (m.rows != rows || m.cols != cols ||
-      m.data.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols))
-    throw invalid_argument("shape [" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + "] (" +
-                           std::to_string(m.data.size()) + " values), expected [" +
-                           std::to_string(rows) + ", " + std::to_string(cols) + "]",
-                       "tensor '" + name + "'");
-}
-
-void check_vector(const std::vector<float>& v, std::size_t n, const std::string& name) {
-  if (v.size() != n)
-    throw invalid_argument(std::to_string(v.size()) + " values, expected " + std::to_string(n),
-                       "tensor '" + name + "'");
-}
 
 // GGUF tensor names, as the CPU backend's messages use them.
 std::string layer_name(int l, const char* what) {
@@ -90,17 +76,17 @@ inline const void* half_at(const void* base, std::size_t index) {
   return static_cast<const std::uint16_t*>(base) + index;
 }
 
-void check_windows(const AttentionWindows& w, const HeadLayout& layout, const char* where) {
-  if (w.mask.size() != 0 && !(w.mask.layout() == layout))
-    throw invalid_argument("window mask layout " + to_string(w.mask.layout()) +
-                               " does not match the model's " + to_string(layout),
+// One set of windows for all `count` inputs, or one each; each fits `layout`.
+void check_window_sets(std::span<const AttentionWindows* const> windows, std::size_t count, const char* inputs,
+                       const HeadLayout& layout, const char* where) {
+  if (windows.size() != 1 && windows.size() != count)
+    throw invalid_argument(std::to_string(windows.size()) + " window sets for " + std::to_string(count) + " " +
+                               inputs + " (give 1 or one each)",
                            where);
-  if (w.mask.size() != 0 && w.mask.count() > 0 && w.window < 1)
-    throw invalid_argument("window must be >= 1 when heads are windowed, got " +
-                               std::to_string(w.window),
-                           where);
-  if (w.sinks < 0)
-    throw invalid_argument("sinks must be >= 0, got " + std::to_string(w.sinks), where);
+  for (const AttentionWindows* w : windows) {
+    if (!w) throw invalid_argument("null windows", where);
+    w->check(layout, where);
+  }
 }
 
 struct LayerDevice {
@@ -159,13 +145,17 @@ struct Backend::Impl {
 
   const void* output_weights() const { return lm_head.bytes() ? lm_head.get() : embedding.get(); }
 
-  // Y [n, out] (fp32) = X [n, in] (half) W^T (W half [out, in]) + beta Y.
-  void gemm(const void* w, const void* x, float* y, int n, int out, int in, float beta) const {
+  // Y [n, out] (fp32) = X [n, in] (half) W^T (W half [out, in]) + beta Y
+  // (beta 1: the residual add).
+  void linear(const void* w, const void* x, float* y, int n, int out, int in, float beta) const {
     if (n <= 0) return;
     const float alpha = 1.0f;
     BOSCH_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, data_type,
                                     in, x, data_type, in, &beta, y, CUDA_R_32F, out,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  void linear(const DeviceBuffer& w, const void* x, float* y, int n, int out, int in, float beta) const {
+    linear(w.get(), x, y, n, out, in, beta);
   }
 
   StreamBuffer scratch(std::size_t bytes, const std::string& what) const {
@@ -192,6 +182,24 @@ struct Backend::Impl {
     BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 
+  // One run_packed call's plan, metadata and activations (rows of all stacked sequences).
+  struct Pass {
+    Pass(const Impl& m, std::span<const int> lengths, std::span<const AttentionWindows* const> windows,
+         int first, int last);
+    int first, batch = 0, n = 0, chunk;
+    StreamBuffer dmeta, rope_cos, rope_sin;
+    StreamBuffer h, q, k, v, att;  // half: normalized rows, Q, K, V, attention output
+    StreamBuffer wide, gate;       // fp32 QKV / gate|up of a chunk of rows; half SwiGLU of a chunk
+    const int* positions = nullptr;     // device: position of each row
+    const int* windows_meta = nullptr;  // device: [layer - first][batch][hkv] windows
+    detail::AttentionArgs attention;    // all but the layer's windows
+  };
+  // The ops of the decoder layer (names as in cpu/layer.hpp).
+  void rms_norm(const float* x, const DeviceBuffer& gain, int n, void* out) const;
+  void qk_norm_rope(const LayerDevice& L, const Pass& s, std::size_t row, int rows) const;
+  void attention(const Pass& s, int layer) const;
+  void silu_mul(const Pass& s, int rows) const;
+  void decoder_layer(int layer, float* x, const Pass& s) const;
   void run_packed(float* x, std::span<const int> lengths,
                   std::span<const AttentionWindows* const> windows, int first, int last) const;
   std::vector<float> logits_rows(const float* x, const std::vector<int>& rows) const;
@@ -200,8 +208,8 @@ struct Backend::Impl {
 Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
   const model::Config& c = m.config;
   const model::Weights& w = m.weights;
+  model::validate(m);  // shapes first: nothing is allocated for a malformed model
   layout = c.layout();
-  check_layout(layout, "model config");
   hidden = c.hidden_size;
   inter = c.intermediate_size;
   hq = c.num_heads;
@@ -211,42 +219,10 @@ Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
   num_layers = c.num_layers;
   qkv_dim = (hq + 2 * hkv) * d;
   eps = static_cast<float>(c.rms_eps);
-  if (hidden < 1 || inter < 1 || vocab < 1)
-    throw invalid_argument("hidden_size, intermediate_size and vocab_size must be positive",
-                           "model config");
-  if (!(c.rms_eps >= 0.0)) throw invalid_argument("rms_eps must be >= 0", "rms_eps");
   tensor_core = detail::check_options(options, d);
   elem = detail::elem_of(options.dtype);
   data_type = options.dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
-
-  // Shapes first: nothing is allocated for a malformed model.
-  check_matrix(w.embedding, vocab, hidden, "token_embd");
-  if (!w.lm_head.empty()) check_matrix(w.lm_head, vocab, hidden, "output");
-  check_vector(w.final_norm, static_cast<std::size_t>(hidden), "output_norm");
-  if (static_cast<int>(w.layers.size()) != num_layers)
-    throw invalid_argument(std::to_string(w.layers.size()) + " layers, config says " +
-                           std::to_string(num_layers),
-                       "weights");
-  for (int l = 0; l < num_layers; ++l) {
-    const model::LayerWeights& lw = w.layers[static_cast<std::size_t>(l)];
-    check_vector(lw.attn_norm, static_cast<std::size_t>(hidden), layer_name(l, "attn_norm"));
-    check_matrix(lw.wq, hq * d, hidden, layer_name(l, "attn_q"));
-    check_matrix(lw.wk, hkv * d, hidden, layer_name(l, "attn_k"));
-    check_matrix(lw.wv, hkv * d, hidden, layer_name(l, "attn_v"));
-    check_matrix(lw.wo, hidden, hq * d, layer_name(l, "attn_output"));
-    // Biases and Q/K norms exist exactly when the config says so (as on the CPU).
-    const std::size_t bias = c.qkv_bias ? 1 : 0, norm = c.qk_norm ? 1 : 0;
-    check_vector(lw.bq, bias * hq * d, layer_name(l, "attn_q.bias"));
-    check_vector(lw.bk, bias * hkv * d, layer_name(l, "attn_k.bias"));
-    check_vector(lw.bv, bias * hkv * d, layer_name(l, "attn_v.bias"));
-    check_vector(lw.q_norm, norm * d, layer_name(l, "attn_q_norm"));
-    check_vector(lw.k_norm, norm * d, layer_name(l, "attn_k_norm"));
-    check_vector(lw.ffn_norm, static_cast<std::size_t>(hidden), layer_name(l, "ffn_norm"));
-    check_matrix(lw.w_gate, inter, hidden, layer_name(l, "ffn_gate"));
-    check_matrix(lw.w_up, inter, hidden, layer_name(l, "ffn_up"));
-    check_matrix(lw.w_down, hidden, inter, layer_name(l, "ffn_down"));
-  }
-  const std::vector<double> freq = cpu::rope_inv_freq(c);  // throws on a bad RoPE config
+  const std::vector<double> freq = cpu::rope_inv_freq(c);
 
   std::string why;
   if (!device_available(&why, options.device))
@@ -307,13 +283,13 @@ Backend::Impl::~Impl() {
   if (previous >= 0) cudaSetDevice(previous);
 }
 
-void Backend::Impl::run_packed(float* x, std::span<const int> lengths,
-                               std::span<const AttentionWindows* const> windows, int first,
-                               int last) const {
-  if (first >= last) return;
-  const detail::Plan plan = detail::make_plan(lengths, options.query_tile);
-  const int batch = static_cast<int>(lengths.size());
-  const int n = plan.total;
+Backend::Impl::Pass::Pass(const Impl& m, std::span<const int> lengths,
+                          std::span<const AttentionWindows* const> windows, int first_layer, int last)
+    : first(first_layer), chunk(0) {
+  const detail::Plan plan = detail::make_plan(lengths, m.options.query_tile);
+  batch = static_cast<int>(lengths.size());
+  n = plan.total;
+  chunk = std::min(n, m.options.row_chunk);
 
   // Integer metadata in one upload: seq_start | positions | sinks | windows | tiles.
   std::vector<int> meta;
@@ -329,7 +305,7 @@ void Backend::Impl::run_packed(float* x, std::span<const int> lengths,
   for (int l = first; l < last; ++l)
     for (int b = 0; b < batch; ++b) {
       const AttentionWindows& w = *windows[windows.size() == 1 ? 0 : static_cast<std::size_t>(b)];
-      for (int g = 0; g < hkv; ++g) meta.push_back(w.is_swa(l, g) ? w.window : 0);
+      for (int g = 0; g < m.hkv; ++g) meta.push_back(w.is_swa(l, g) ? w.window : 0);
     }
   const std::size_t at_tiles = meta.size();
   for (const detail::AttentionTile& t : plan.tiles) {
@@ -338,92 +314,120 @@ void Backend::Impl::run_packed(float* x, std::span<const int> lengths,
     meta.push_back(t.q1);
     meta.push_back(t.pad);
   }
-  StreamBuffer dmeta = scratch(meta.size() * sizeof(int), "attention metadata");
+  dmeta = m.scratch(meta.size() * sizeof(int), "attention metadata");
   BOSCH_CUDA_CHECK(cudaMemcpyAsync(dmeta.get(), meta.data(), meta.size() * sizeof(int),
-                                   cudaMemcpyHostToDevice, stream));
+                                   cudaMemcpyHostToDevice, m.stream));
   const int* dm = dmeta.get<int>();
+  positions = dm + at_positions;
+  windows_meta = dm + at_windows;
 
   // RoPE table for positions [0, max_len).
-  const int half = d / 2;
+  const int half = m.d / 2;
   const std::size_t table = static_cast<std::size_t>(plan.max_len) * half;
-  StreamBuffer rope_cos = scratch(table * sizeof(float), "RoPE cos table");
-  StreamBuffer rope_sin = scratch(table * sizeof(float), "RoPE sin table");
-  detail::launch_rope_table(inv_freq.get<double>(), half, plan.max_len, rope_cos.get<float>(),
-                            rope_sin.get<float>(), stream);
+  rope_cos = m.scratch(table * sizeof(float), "RoPE cos table");
+  rope_sin = m.scratch(table * sizeof(float), "RoPE sin table");
+  detail::launch_rope_table(m.inv_freq.get<double>(), half, plan.max_len, rope_cos.get<float>(),
+                            rope_sin.get<float>(), m.stream);
 
   const std::size_t rows = static_cast<std::size_t>(n);
-  const int chunk = std::min(n, options.row_chunk);
   const std::size_t hs = sizeof(std::uint16_t);
-  StreamBuffer xn = scratch(rows * hidden * hs, "normalized activations");
-  StreamBuffer q = scratch(rows * hq * d * hs, "queries");
-  StreamBuffer k = scratch(rows * hkv * d * hs, "keys");
-  StreamBuffer v = scratch(rows * hkv * d * hs, "values");
-  StreamBuffer o = scratch(rows * hq * d * hs, "attention output");
-  StreamBuffer wide = scratch(static_cast<std::size_t>(chunk) * std::max(qkv_dim, 2 * inter) * sizeof(float),
-                              "QKV / gate-up projections");
-  StreamBuffer ffn = scratch(static_cast<std::size_t>(chunk) * inter * hs, "SwiGLU activations");
+  h = m.scratch(rows * m.hidden * hs, "normalized activations");
+  q = m.scratch(rows * m.hq * m.d * hs, "queries");
+  k = m.scratch(rows * m.hkv * m.d * hs, "keys");
+  v = m.scratch(rows * m.hkv * m.d * hs, "values");
+  att = m.scratch(rows * m.hq * m.d * hs, "attention output");
+  wide = m.scratch(static_cast<std::size_t>(chunk) * std::max(m.qkv_dim, 2 * m.inter) * sizeof(float),
+                   "QKV / gate-up projections");
+  gate = m.scratch(static_cast<std::size_t>(chunk) * m.inter * hs, "SwiGLU activations");
 
-  detail::AttentionArgs att;
-  att.q = q.get();
-  att.k = k.get();
-  att.v = v.get();
-  att.out = o.get();
-  att.elem = elem;
-  att.head_dim = d;
-  att.num_q_heads = hq;
-  att.num_kv_heads = hkv;
-  att.seq_start = dm + at_start;
-  att.sinks = dm + at_sinks;
-  att.tiles = reinterpret_cast<const detail::AttentionTile*>(dm + at_tiles);
-  att.num_tiles = static_cast<int>(plan.tiles.size());
-  att.query_tile = options.query_tile;
-  att.key_tile = options.key_tile;
-  att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  att.tensor_core = tensor_core;
+  attention.q = q.get();
+  attention.k = k.get();
+  attention.v = v.get();
+  attention.out = att.get();
+  attention.elem = m.elem;
+  attention.head_dim = m.d;
+  attention.num_q_heads = m.hq;
+  attention.num_kv_heads = m.hkv;
+  attention.seq_start = dm + at_start;
+  attention.sinks = dm + at_sinks;
+  attention.tiles = reinterpret_cast<const detail::AttentionTile*>(dm + at_tiles);
+  attention.num_tiles = static_cast<int>(plan.tiles.size());
+  attention.query_tile = m.options.query_tile;
+  attention.key_tile = m.options.key_tile;
+  attention.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m.d)));
+  attention.tensor_core = m.tensor_core;
+}
 
-  const bool interleaved = model->config.rope_style == model::RopeStyle::interleaved;
-  for (int l = first; l < last; ++l) {
-    const LayerDevice& lw = layers[static_cast<std::size_t>(l)];
-    detail::launch_rms_norm(x, nullptr, n, hidden, lw.attn_norm.get<float>(), eps, xn.get(), elem,
-                            stream);
-    for (int r0 = 0; r0 < n; r0 += chunk) {
-      const int c = std::min(chunk, n - r0);
-      const std::size_t r = static_cast<std::size_t>(r0);
-      gemm(lw.wqkv.get(), half_at(xn.get(), r * hidden), wide.get<float>(), c, qkv_dim, hidden, 0.0f);
-      detail::QkvPostArgs post;
-      post.in = wide.get<float>();
-      post.ld = qkv_dim;
-      post.n = c;
-      post.num_q_heads = hq;
-      post.num_kv_heads = hkv;
-      post.head_dim = d;
-      post.bias = lw.bias.get<float>();
-      post.q_norm = lw.q_norm.get<float>();
-      post.k_norm = lw.k_norm.get<float>();
-      post.eps = eps;
-      post.cos_table = rope_cos.get<float>();
-      post.sin_table = rope_sin.get<float>();
-      post.positions = dm + at_positions + r;
-      post.interleaved = interleaved;
-      post.q = half_at(q.get(), r * hq * d);
-      post.k = half_at(k.get(), r * hkv * d);
-      post.v = half_at(v.get(), r * hkv * d);
-      post.elem = elem;
-      detail::launch_qkv_post(post, stream);
-    }
-    att.windows = dm + at_windows + static_cast<std::size_t>(l - first) * batch * hkv;
-    detail::launch_attention(att, stream);
-    gemm(lw.wo.get(), o.get(), x, n, hidden, hq * d, 1.0f);  // x += attention
-    detail::launch_rms_norm(x, nullptr, n, hidden, lw.ffn_norm.get<float>(), eps, xn.get(), elem,
-                            stream);
-    for (int r0 = 0; r0 < n; r0 += chunk) {
-      const int c = std::min(chunk, n - r0);
-      const std::size_t r = static_cast<std::size_t>(r0);
-      gemm(lw.wgu.get(), half_at(xn.get(), r * hidden), wide.get<float>(), c, 2 * inter, hidden, 0.0f);
-      detail::launch_swiglu(wide.get<float>(), c, inter, ffn.get(), elem, stream);
-      gemm(lw.wdown.get(), ffn.get(), x + r * hidden, c, hidden, inter, 1.0f);  // x += FFN
-    }
+void Backend::Impl::rms_norm(const float* x, const DeviceBuffer& gain, int n, void* out) const {
+  detail::launch_rms_norm(x, nullptr, n, hidden, gain.get<float>(), eps, out, elem, stream);
+}
+
+void Backend::Impl::qk_norm_rope(const LayerDevice& L, const Pass& s, std::size_t r, int rows) const {
+  detail::QkvPostArgs post;
+  post.in = s.wide.get<float>();
+  post.ld = qkv_dim;
+  post.n = rows;
+  post.num_q_heads = hq;
+  post.num_kv_heads = hkv;
+  post.head_dim = d;
+  post.bias = L.bias.get<float>();
+  post.q_norm = L.q_norm.get<float>();
+  post.k_norm = L.k_norm.get<float>();
+  post.eps = eps;
+  post.cos_table = s.rope_cos.get<float>();
+  post.sin_table = s.rope_sin.get<float>();
+  post.positions = s.positions + r;
+  post.interleaved = model->config.rope_style == model::RopeStyle::interleaved;
+  post.q = half_at(s.q.get(), r * hq * d);
+  post.k = half_at(s.k.get(), r * hkv * d);
+  post.v = half_at(s.v.get(), r * hkv * d);
+  post.elem = elem;
+  detail::launch_qkv_post(post, stream);
+}
+
+void Backend::Impl::attention(const Pass& s, int layer) const {
+  detail::AttentionArgs args = s.attention;
+  args.windows = s.windows_meta + static_cast<std::size_t>(layer - s.first) * s.batch * hkv;
+  detail::launch_attention(args, stream);
+}
+
+void Backend::Impl::silu_mul(const Pass& s, int rows) const {
+  detail::launch_swiglu(s.wide.get<float>(), rows, inter, s.gate.get(), elem, stream);
+}
+
+// The decoder layer of cpu/layer.hpp, op for op; on the GPU the Q/K/V and the
+// gate/up projections are one fused GEMM each (over chunks of rows), biases,
+// Q/K norms and RoPE one kernel, and each residual add is its GEMM's beta = 1.
+void Backend::Impl::decoder_layer(int l, float* x, const Pass& s) const {
+  const LayerDevice& L = layers[static_cast<std::size_t>(l)];
+  const int n = s.n;
+  // Attention block.
+  rms_norm(x, L.attn_norm, n, s.h.get());                                 // h = rms_norm(x, attn_norm)
+  for (int r0 = 0; r0 < n; r0 += s.chunk) {
+    const int rows = std::min(s.chunk, n - r0);
+    const auto r = static_cast<std::size_t>(r0);
+    linear(L.wqkv, half_at(s.h.get(), r * hidden), s.wide.get<float>(), rows, qkv_dim, hidden, 0.0f);
+    qk_norm_rope(L, s, r, rows);                                          // q, k = rope(rms_norm(q), rms_norm(k))
   }
+  attention(s, l);                                                        // att = attention(q, k, v)
+  linear(L.wo, s.att.get(), x, n, hidden, hq * d, 1.0f);                  // x += linear(att, wo)
+  // Feed-forward block (SwiGLU).
+  rms_norm(x, L.ffn_norm, n, s.h.get());                                  // h = rms_norm(x, ffn_norm)
+  for (int r0 = 0; r0 < n; r0 += s.chunk) {
+    const int rows = std::min(s.chunk, n - r0);
+    const auto r = static_cast<std::size_t>(r0);
+    linear(L.wgu, half_at(s.h.get(), r * hidden), s.wide.get<float>(), rows, 2 * inter, hidden, 0.0f);
+    silu_mul(s, rows);                                                    // silu_mul(gate, up)
+    linear(L.wdown, s.gate.get(), x + r * hidden, rows, hidden, inter, 1.0f);  // x += linear(., w_down)
+  }
+}
+
+void Backend::Impl::run_packed(float* x, std::span<const int> lengths,
+                               std::span<const AttentionWindows* const> windows, int first,
+                               int last) const {
+  if (first >= last) return;
+  const Pass pass(*this, lengths, windows, first, last);
+  for (int l = first; l < last; ++l) decoder_layer(l, x, pass);
   BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -438,7 +442,7 @@ std::vector<float> Backend::Impl::logits_rows(const float* x, const std::vector<
                           elem, stream);
   const std::size_t count = rows.size() * static_cast<std::size_t>(vocab);
   StreamBuffer out = scratch(count * sizeof(float), "logits");
-  gemm(output_weights(), xn.get(), out.get<float>(), p, vocab, hidden, 0.0f);
+  linear(output_weights(), xn.get(), out.get<float>(), p, vocab, hidden, 0.0f);
   std::vector<float> host(count);
   BOSCH_CUDA_CHECK(cudaMemcpyAsync(host.data(), out.get(), count * sizeof(float),
                                    cudaMemcpyDeviceToHost, stream));
@@ -486,14 +490,7 @@ void Backend::run_layers_batch(std::span<Residual* const> xs, int first, int las
     throw invalid_argument("layer range [" + std::to_string(first) + ", " + std::to_string(last) +
                                ") outside [0, " + std::to_string(m.num_layers) + "]",
                            where);
-  if (windows.size() != 1 && windows.size() != xs.size())
-    throw invalid_argument(std::to_string(windows.size()) + " window sets for " +
-                               std::to_string(xs.size()) + " streams (give 1 or one per stream)",
-                           where);
-  for (const AttentionWindows* w : windows) {
-    if (!w) throw invalid_argument("null windows", where);
-    check_windows(*w, m.layout, where);
-  }
+  check_window_sets(windows, xs.size(), "streams", m.layout, where);
   // Empty streams (no tokens) have nothing to run; the others are stacked.
   std::vector<Residual*> live;
   std::vector<const AttentionWindows*> live_windows;
@@ -584,14 +581,7 @@ std::vector<std::vector<float>> Backend::forward_batch(
     throw invalid_argument(std::to_string(positions.size()) + " position lists for " +
                                std::to_string(sequences.size()) + " sequences",
                            where);
-  if (windows.size() != 1 && windows.size() != sequences.size())
-    throw invalid_argument(std::to_string(windows.size()) + " window sets for " +
-                               std::to_string(sequences.size()) + " sequences (give 1 or one each)",
-                           where);
-  for (const AttentionWindows* w : windows) {
-    if (!w) throw invalid_argument("null windows", where);
-    check_windows(*w, m.layout, where);
-  }
+  check_window_sets(windows, sequences.size(), "sequences", m.layout, where);
   if (sequences.empty()) return {};
   // Empty sequences (no tokens, hence no positions) are left out of the stack.
   std::vector<int> tokens, lengths, rows;
@@ -634,7 +624,7 @@ std::vector<std::vector<float>> Backend::forward_batch(
 
 double Backend::flops(int n, int logit_rows, const AttentionWindows& windows) const {
   const Impl& m = *impl_;
-  check_windows(windows, m.layout, "cuda::Backend::flops");
+  windows.check(m.layout, "cuda::Backend::flops");
   const double per_token_layer = 2.0 * (static_cast<double>(m.hidden) * m.qkv_dim +
                                         static_cast<double>(m.hq) * m.d * m.hidden +
                                         3.0 * static_cast<double>(m.hidden) * m.inter);

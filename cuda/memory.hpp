@@ -32,20 +32,28 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
-/// A buffer from cudaMalloc, freed with cudaFree (weights: live as long as
-/// the backend).
+/// Device memory freed when destroyed: from cudaMalloc, freed with cudaFree
+/// (weights: live as long as the backend), or scratch from a stream-ordered
+/// pool, returned to the pool on its stream (cheap to allocate per call once
+/// the pool has grown). With a null pool scratch is plain cudaMalloc/cudaFree
+/// (cudaFree waits for the device).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
+  /// cudaMalloc.
   DeviceBuffer(std::size_t bytes, const std::string& what)
       : data_(bytes ? device_malloc(bytes, what) : nullptr), bytes_(bytes) {}
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  /// From `pool` on `stream` (cudaMalloc when `pool` is null).
+  DeviceBuffer(std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream, const std::string& what)
+      : data_(bytes ? device_malloc_async(bytes, pool, stream, what) : nullptr),
+        bytes_(bytes),
+        stream_(stream),
+        pooled_(pool != nullptr) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept { take(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       release();
-      data_ = std::exchange(o.data_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
+      take(o);
     }
     return *this;
   }
@@ -58,50 +66,12 @@ class DeviceBuffer {
   std::size_t bytes() const noexcept { return bytes_; }
 
  private:
-  void release() noexcept {
-    if (data_) cudaFree(data_);
-    data_ = nullptr;
-    bytes_ = 0;
+  void take(DeviceBuffer& o) noexcept {
+    data_ = std::exchange(o.data_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    stream_ = o.stream_;
+    pooled_ = o.pooled_;
   }
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
-};
-
-/// Scratch memory from a stream-ordered pool, returned to the pool on `stream`
-/// when destroyed (cheap to allocate per call once the pool has grown). With a
-/// null pool it is plain cudaMalloc/cudaFree (cudaFree waits for the device).
-class StreamBuffer {
- public:
-  StreamBuffer() = default;
-  StreamBuffer(std::size_t bytes, cudaMemPool_t pool, cudaStream_t stream, const std::string& what)
-      : data_(bytes ? device_malloc_async(bytes, pool, stream, what) : nullptr),
-        bytes_(bytes),
-        stream_(stream),
-        pooled_(pool != nullptr) {}
-  StreamBuffer(StreamBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)),
-        bytes_(std::exchange(o.bytes_, 0)),
-        stream_(o.stream_),
-        pooled_(o.pooled_) {}
-  StreamBuffer& operator=(StreamBuffer&& o) noexcept {
-    if (this != &o) {
-      release();
-      data_ = std::exchange(o.data_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
-      stream_ = o.stream_;
-      pooled_ = o.pooled_;
-    }
-    return *this;
-  }
-  StreamBuffer(const StreamBuffer&) = delete;
-  StreamBuffer& operator=(const StreamBuffer&) = delete;
-  ~StreamBuffer() { release(); }
-
-  template <class T = void>
-  T* get() const noexcept { return static_cast<T*>(data_); }
-  std::size_t bytes() const noexcept { return bytes_; }
-
- private:
   void release() noexcept {
     if (data_) {
       if (pooled_) cudaFreeAsync(data_, stream_);
@@ -115,5 +85,8 @@ class StreamBuffer {
   cudaStream_t stream_ = nullptr;
   bool pooled_ = false;
 };
+
+/// Scratch memory: a DeviceBuffer made with a pool and a stream.
+using StreamBuffer = DeviceBuffer;
 
 }  // namespace bosch::cuda::detail

@@ -202,7 +202,7 @@ inline void check_same_layout(const HeadMask& a, const HeadMask& b, const char* 
 /// For a lower-ratio mask `a` and a higher-ratio mask `b` this counts the heads
 /// that are SWA at the lower ratio but go back to full attention at the higher
 /// one; a nested (fixed-ranking) family gives 0. The formula is a
-/// reconstruction (research/paper.md section 5: the paper reports a
+/// reconstruction (docs/algorithm.md §Turnover: the paper reports a
 /// "geometrically normalized turnover rate" of 26-44% without the formula).
 /// Returns 0 when either set is empty. Throws bosch::invalid_argument when the
 /// layouts differ.

@@ -36,7 +36,7 @@
 
 namespace bosch {
 
-/// The paper's loss L = -S^ + alpha * (rho(z) - rho)^2 (research/paper.md 1.1),
+/// The paper's loss L = -S^ + alpha * (rho(z) - rho)^2 (docs/algorithm.md §Objective),
 /// with S^ the normalized score, rho(z) the SWA fraction of the mask and rho
 /// the target ratio.
 inline double paper_loss(double normalized_score, double alpha, double ratio, double target_ratio) {

@@ -4,8 +4,9 @@
 /// @file options.hpp
 /// Options, Result and the evaluation record of bosch::select.
 ///
-/// The paper (research/paper.md) leaves many choices open (its section 7); each
-/// one is an Options field below with a documented default. Defaults marked
+/// The paper leaves many choices open; docs/algorithm.md §Open choices numbers
+/// them ("paper 7 item N" below is item N there), and each one is an Options
+/// field below with a documented default. Defaults marked
 /// [I] are this library's reconstruction, not values read in the paper.
 /// Two open points belong to the evaluator, not to the search: the score S
 /// (accuracy or a continuous proxy, paper section 7 item 5) and whether SWA
@@ -25,7 +26,7 @@
 
 namespace bosch {
 
-/// Which pipeline select() runs (paper ablations, research/paper.md 2.1).
+/// Which pipeline select() runs (paper ablations, docs/algorithm.md §Variants).
 enum class Variant {
   full,    ///< Stage 1 probes, Stage 2 adaptive ratios, Stage 3 grouped selection (BOSCH)
   single,  ///< Stage 1 probes only, then per-layer counts fixed to the exact target (B-single)

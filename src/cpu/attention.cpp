@@ -262,6 +262,49 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
   return work;
 }
 
+void attention_cached(const float* q, int n, int start, const float* k, const float* v, float* out,
+                      const AttentionShape& shape, std::span<const HeadWindow> windows) {
+  check_shape(shape, windows.size());
+  if (n < 0 || start < 0) throw invalid_argument("negative row count or start position", "attention_cached");
+  const int G = shape.num_heads / shape.num_kv_heads;
+  const int hd = shape.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> scores(static_cast<std::size_t>(start + n)), qs(static_cast<std::size_t>(hd));
+  for (int r = 0; r < n; ++r) {
+    const int p = start + r;
+    for (int head = 0; head < shape.num_heads; ++head) {
+      const int g = head / G;
+      const float* qh = q + static_cast<std::size_t>(r) * shape.q_stride + static_cast<std::size_t>(head) * hd;
+      float* o = out + static_cast<std::size_t>(r) * shape.out_stride + static_cast<std::size_t>(head) * hd;
+      const std::size_t col = static_cast<std::size_t>(g) * hd;
+      KeyRange vis[2];
+      const int nv = row_intervals(windows[static_cast<std::size_t>(g)], p, 0, p + 1, vis);
+      for (int c = 0; c < hd; ++c) qs[static_cast<std::size_t>(c)] = qh[c] * scale;
+      int count = 0;
+      float mx = neg_inf;
+      for (int x = 0; x < nv; ++x)
+        for (int j = vis[x].begin; j < vis[x].end; ++j) {
+          const float* kj = k + static_cast<std::size_t>(j) * shape.kv_stride + col;
+          float dot = 0.0f;
+          for (int c = 0; c < hd; ++c) dot += qs[static_cast<std::size_t>(c)] * kj[c];
+          scores[static_cast<std::size_t>(count++)] = dot;
+          mx = std::max(mx, dot);
+        }
+      const float sum = exp_shifted(scores.data(), static_cast<std::size_t>(count), mx);
+      std::fill_n(o, hd, 0.0f);
+      int t = 0;
+      for (int x = 0; x < nv; ++x)
+        for (int j = vis[x].begin; j < vis[x].end; ++j) {
+          const float a = scores[static_cast<std::size_t>(t++)];
+          const float* vj = v + static_cast<std::size_t>(j) * shape.kv_stride + col;
+          for (int c = 0; c < hd; ++c) o[c] += a * vj[c];
+        }
+      const float inv = 1.0f / sum;
+      for (int c = 0; c < hd; ++c) o[c] *= inv;
+    }
+  }
+}
+
 std::vector<int> stats_rows(const StatsRequest& request, int n) {
   std::vector<int> rows;
   if (!request.rows.empty()) {

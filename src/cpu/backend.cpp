@@ -5,8 +5,10 @@
 #include <bosch/cpu/attention.hpp>
 #include <bosch/cpu/backend.hpp>
 #include <bosch/cpu/kernels.hpp>
+#include <bosch/cpu/layer.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/error.hpp>
+#include <bosch/model/validate.hpp>
 
 #include <omp.h>
 
@@ -16,173 +18,36 @@
 namespace bosch::cpu {
 namespace {
 
-std::string shape_text(std::size_t rows, std::size_t cols) {
-  return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+void check_residual(const Residual& x, const model::Config& c, int first, int last) {
+  if (first < 0 || last > c.num_layers || first > last)
+    throw invalid_argument("layer range [" + std::to_string(first) + ", " + std::to_string(last) +
+                               ") outside [0, " + std::to_string(c.num_layers) + ")",
+                           "run_layers");
+  if (x.hidden != c.hidden_size || x.n_tokens < 0 ||
+      x.data.size() != static_cast<std::size_t>(x.n_tokens) * static_cast<std::size_t>(c.hidden_size))
+    throw invalid_argument("residual stream of " + std::to_string(x.n_tokens) + " x " +
+                               std::to_string(x.hidden) + " holding " + std::to_string(x.data.size()) +
+                               " values does not fit hidden size " + std::to_string(c.hidden_size),
+                           "residual");
 }
-
-void check_matrix(const model::Matrix& m, int rows, int cols, const std::string& name) {
-  if (m.rows != rows || m.cols != cols ||
-      m.data.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols))
-    throw invalid_argument("tensor has shape " + shape_text(m.rows, m.cols) + " with " +
-                               std::to_string(m.data.size()) + " values, expected " +
-                               shape_text(rows, cols),
-                           name);
-}
-
-void check_vector(const std::vector<float>& v, std::size_t size, const std::string& name) {
-  if (v.size() != size)
-    throw invalid_argument("tensor has " + std::to_string(v.size()) + " values, expected " +
-                               std::to_string(size),
-                           name);
-}
-
-void validate(const model::Model& model) {
-  const auto& c = model.config;
-  auto positive = [](int v, const char* field) {
-    if (v <= 0) throw invalid_argument("must be positive, got " + std::to_string(v), field);
-  };
-  positive(c.vocab_size, "vocab_size");
-  positive(c.hidden_size, "hidden_size");
-  positive(c.intermediate_size, "intermediate_size");
-  positive(c.num_layers, "num_layers");
-  positive(c.num_heads, "num_heads");
-  positive(c.num_kv_heads, "num_kv_heads");
-  positive(c.head_dim, "head_dim");
-  if (c.num_heads % c.num_kv_heads != 0)
-    throw invalid_argument("num_kv_heads " + std::to_string(c.num_kv_heads) + " does not divide num_heads " +
-                               std::to_string(c.num_heads),
-                           "num_kv_heads");
-  if (c.head_dim % 2 != 0)
-    throw invalid_argument("head_dim must be even for RoPE, got " + std::to_string(c.head_dim), "head_dim");
-  if (!(c.rms_eps >= 0.0)) throw invalid_argument("rms_eps must be >= 0", "rms_eps");
-  (void)rope_inv_freq(c);  // validates theta and scaling
-
-  const auto& w = model.weights;
-  const int d = c.hidden_size, hd = c.head_dim;
-  const int qd = c.num_heads * hd, kvd = c.num_kv_heads * hd, ff = c.intermediate_size;
-  check_matrix(w.embedding, c.vocab_size, d, "token_embd");
-  check_matrix(w.output(), c.vocab_size, d, w.lm_head.empty() ? "token_embd (tied output)" : "output");
-  check_vector(w.final_norm, static_cast<std::size_t>(d), "output_norm");
-  if (w.layers.size() != static_cast<std::size_t>(c.num_layers))
-    throw invalid_argument("weights hold " + std::to_string(w.layers.size()) + " layers, config says " +
-                               std::to_string(c.num_layers),
-                           "num_layers");
-  for (int l = 0; l < c.num_layers; ++l) {
-    const auto& L = w.layers[static_cast<std::size_t>(l)];
-    const std::string p = "blk." + std::to_string(l) + ".";
-    check_vector(L.attn_norm, static_cast<std::size_t>(d), p + "attn_norm");
-    check_matrix(L.wq, qd, d, p + "attn_q");
-    check_matrix(L.wk, kvd, d, p + "attn_k");
-    check_matrix(L.wv, kvd, d, p + "attn_v");
-    check_matrix(L.wo, d, qd, p + "attn_output");
-    check_vector(L.bq, c.qkv_bias ? static_cast<std::size_t>(qd) : 0, p + "attn_q.bias");
-    check_vector(L.bk, c.qkv_bias ? static_cast<std::size_t>(kvd) : 0, p + "attn_k.bias");
-    check_vector(L.bv, c.qkv_bias ? static_cast<std::size_t>(kvd) : 0, p + "attn_v.bias");
-    check_vector(L.q_norm, c.qk_norm ? static_cast<std::size_t>(hd) : 0, p + "attn_q_norm");
-    check_vector(L.k_norm, c.qk_norm ? static_cast<std::size_t>(hd) : 0, p + "attn_k_norm");
-    check_vector(L.ffn_norm, static_cast<std::size_t>(d), p + "ffn_norm");
-    check_matrix(L.w_gate, ff, d, p + "ffn_gate");
-    check_matrix(L.w_up, ff, d, p + "ffn_up");
-    check_matrix(L.w_down, d, ff, p + "ffn_down");
-  }
-}
-
-void check_windows(const AttentionWindows& windows, const model::Config& c) {
-  if (windows.mask.size() == 0) return;
-  if (!(windows.mask.layout() == c.layout()))
-    throw invalid_argument("mask layout " + to_string(windows.mask.layout()) +
-                               " does not match the model's " + to_string(c.layout()),
-                           "mask");
-  if (windows.mask.count() > 0 && windows.window < 1)
-    throw invalid_argument("window must be >= 1 when the mask has SWA heads, got " +
-                               std::to_string(windows.window),
-                           "window");
-  if (windows.sinks < 0)
-    throw invalid_argument("sinks must be >= 0, got " + std::to_string(windows.sinks), "sinks");
-}
-
-/// Per-layer activations of a packed batch of `rows` tokens.
-struct Scratch {
-  std::vector<float> h, q, k, v, att, gate, up;
-  explicit Scratch(const model::Config& c, std::size_t rows)
-      : h(rows * c.hidden_size),
-        q(rows * c.num_heads * c.head_dim),
-        k(rows * c.num_kv_heads * c.head_dim),
-        v(rows * c.num_kv_heads * c.head_dim),
-        att(rows * c.num_heads * c.head_dim),
-        gate(rows * c.intermediate_size),
-        up(rows * c.intermediate_size) {}
-};
 
 /// Runs layers [first, last) on the packed rows x (sequence b = rows
-/// [offsets[b], offsets[b+1])). Statistics only for a single sequence.
-/// `cache` (prefill, a single sequence): receives each layer's keys (RoPE
-/// applied) and values; it only copies them out, the computation is unchanged.
-void run_packed(const model::Model& model, const Options& options, float* x,
-                std::span<const int> offsets, int first, int last, const AttentionWindows& windows,
-                HeadStats* stats, const StatsRequest* request, DecodeState* cache = nullptr) {
+/// [offsets[b], offsets[b+1])): decoder_layer with the caller's hooks.
+void run_packed(const model::Model& model, const Options& options, float* x, std::span<const int> offsets,
+                int first, int last, const AttentionWindows& windows, const LayerHooks& hooks = {}) {
   const auto& c = model.config;
   const std::size_t N = static_cast<std::size_t>(offsets.back());
   if (first >= last || N == 0) return;
   ThreadScope threads(options.threads);
-  const int d = c.hidden_size, hd = c.head_dim;
-  const float eps = static_cast<float>(c.rms_eps);
   int longest = 0;
   for (std::size_t b = 0; b + 1 < offsets.size(); ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
   const RopeTable rope(c, longest);
-  Scratch s(c, N);
-
-  AttentionShape shape;
-  shape.num_heads = c.num_heads;
-  shape.num_kv_heads = c.num_kv_heads;
-  shape.head_dim = hd;
-  shape.q_stride = shape.out_stride = static_cast<std::size_t>(c.num_heads) * hd;
-  shape.kv_stride = static_cast<std::size_t>(c.num_kv_heads) * hd;
+  LayerScratch s(c, N);
   const AttentionTiles tiles{options.tile, options.swa_tile};
-
-  StatsRequest default_request;
-  const StatsRequest& req = request ? *request : default_request;
-  std::vector<int> stat_rows;
-  if (stats) {
-    stat_rows = stats_rows(req, static_cast<int>(N));
-    stats->rows += static_cast<double>(stat_rows.size());
-  }
-
   std::vector<HeadWindow> hw(static_cast<std::size_t>(c.num_kv_heads));
   for (int l = first; l < last; ++l) {
-    const auto& L = model.weights.layers[static_cast<std::size_t>(l)];
-    rms_norm(x, s.h.data(), N, d, L.attn_norm.data(), eps);
-    linear(s.h.data(), N, L.wq, L.bq.empty() ? nullptr : L.bq.data(), s.q.data());
-    linear(s.h.data(), N, L.wk, L.bk.empty() ? nullptr : L.bk.data(), s.k.data());
-    linear(s.h.data(), N, L.wv, L.bv.empty() ? nullptr : L.bv.data(), s.v.data());
-    if (!L.q_norm.empty()) rms_norm(s.q.data(), s.q.data(), N * c.num_heads, hd, L.q_norm.data(), eps);
-    if (!L.k_norm.empty()) rms_norm(s.k.data(), s.k.data(), N * c.num_kv_heads, hd, L.k_norm.data(), eps);
-    for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
-      const auto n = static_cast<std::size_t>(offsets[b + 1] - offsets[b]);
-      const auto o = static_cast<std::size_t>(offsets[b]);
-      rope.apply(s.q.data() + o * shape.q_stride, n, shape.q_stride, c.num_heads, 0);
-      rope.apply(s.k.data() + o * shape.kv_stride, n, shape.kv_stride, c.num_kv_heads, 0);
-    }
-    if (cache) {
-      const auto kv_floats = N * shape.kv_stride;
-      cache->k[static_cast<std::size_t>(l)].assign(s.k.begin(), s.k.begin() + static_cast<std::ptrdiff_t>(kv_floats));
-      cache->v[static_cast<std::size_t>(l)].assign(s.v.begin(), s.v.begin() + static_cast<std::ptrdiff_t>(kv_floats));
-    }
-    for (int g = 0; g < c.num_kv_heads; ++g)
-      hw[static_cast<std::size_t>(g)] =
-          windows.is_swa(l, g) ? HeadWindow{windows.window, windows.sinks} : HeadWindow{};
-    attention(s.q.data(), s.k.data(), s.v.data(), s.att.data(), offsets, shape, hw, tiles);
-    if (stats)
-      attention_stats(s.q.data(), s.k.data(), static_cast<int>(N), shape, hw, req, stat_rows, l, *stats);
-    linear(s.att.data(), N, L.wo, nullptr, s.h.data());
-    add_inplace(x, s.h.data(), N * d);
-
-    rms_norm(x, s.h.data(), N, d, L.ffn_norm.data(), eps);
-    linear(s.h.data(), N, L.w_gate, nullptr, s.gate.data());
-    linear(s.h.data(), N, L.w_up, nullptr, s.up.data());
-    silu_mul(s.gate.data(), s.up.data(), N * static_cast<std::size_t>(c.intermediate_size));
-    linear(s.gate.data(), N, L.w_down, nullptr, s.h.data());
-    add_inplace(x, s.h.data(), N * d);
+    layer_windows(windows, l, hw);
+    decoder_layer(model, l, x, LayerRows{offsets, 0}, rope, hw, tiles, s, hooks);
   }
 }
 
@@ -217,7 +82,7 @@ void embed_into(const model::Model& model, std::span<const int> tokens, float* x
 }  // namespace
 
 Backend::Backend(const model::Model& model, Options options) : model_(&model), options_(options) {
-  validate(model);
+  model::validate(model);
   if (options_.tile <= 0) throw invalid_argument("tile must be positive, got " + std::to_string(options_.tile), "tile");
   if (options_.swa_tile < 0)
     throw invalid_argument("swa_tile must be >= 0, got " + std::to_string(options_.swa_tile), "swa_tile");
@@ -241,35 +106,45 @@ Residual Backend::embed(std::span<const int> tokens) const {
 void Backend::run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
                          HeadStats* stats, const StatsRequest* request) const {
   const auto& c = config();
-  if (first < 0 || last > c.num_layers || first > last)
-    throw invalid_argument("layer range [" + std::to_string(first) + ", " + std::to_string(last) +
-                               ") outside [0, " + std::to_string(c.num_layers) + ")",
-                           "run_layers");
-  if (x.hidden != c.hidden_size || x.n_tokens < 0 ||
-      x.data.size() != static_cast<std::size_t>(x.n_tokens) * static_cast<std::size_t>(c.hidden_size))
-    throw invalid_argument("residual stream of " + std::to_string(x.n_tokens) + " x " +
-                               std::to_string(x.hidden) + " holding " + std::to_string(x.data.size()) +
-                               " values does not fit hidden size " + std::to_string(c.hidden_size),
-                           "residual");
-  check_windows(windows, c);
-  if (stats) {
-    if (stats->num_layers == 0 && stats->num_heads == 0) {
-      const std::size_t size = static_cast<std::size_t>(c.num_layers) * static_cast<std::size_t>(c.num_heads);
-      stats->num_layers = c.num_layers;
-      stats->num_heads = c.num_heads;
-      stats->rows = 0;
-      for (auto* v : {&stats->beyond_window_mass, &stats->mean_distance, &stats->entropy, &stats->sink_mass,
-                      &stats->echo, &stats->induction})
-        v->assign(size, 0.0);
-    } else if (stats->num_layers != c.num_layers || stats->num_heads != c.num_heads) {
-      throw invalid_argument("statistics sized for " + std::to_string(stats->num_layers) + " layers x " +
-                                 std::to_string(stats->num_heads) + " heads, model has " +
-                                 std::to_string(c.num_layers) + " x " + std::to_string(c.num_heads),
-                             "HeadStats");
-    }
+  check_residual(x, c, first, last);
+  windows.check(c.layout(), "windows");
+  if (!stats) {
+    run_layers(x, first, last, windows, LayerHooks{});
+    return;
   }
+  if (stats->num_layers == 0 && stats->num_heads == 0) {
+    const std::size_t size = static_cast<std::size_t>(c.num_layers) * static_cast<std::size_t>(c.num_heads);
+    stats->num_layers = c.num_layers;
+    stats->num_heads = c.num_heads;
+    stats->rows = 0;
+    for (auto* v : {&stats->beyond_window_mass, &stats->mean_distance, &stats->entropy, &stats->sink_mass,
+                    &stats->echo, &stats->induction})
+      v->assign(size, 0.0);
+  } else if (stats->num_layers != c.num_layers || stats->num_heads != c.num_heads) {
+    throw invalid_argument("statistics sized for " + std::to_string(stats->num_layers) + " layers x " +
+                               std::to_string(stats->num_heads) + " heads, model has " +
+                               std::to_string(c.num_layers) + " x " + std::to_string(c.num_heads),
+                           "HeadStats");
+  }
+  if (first >= last || x.n_tokens == 0) return;
+  const StatsRequest default_request;
+  const StatsRequest& req = request ? *request : default_request;
+  const std::vector<int> rows = stats_rows(req, x.n_tokens);
+  stats->rows += static_cast<double>(rows.size());
+  LayerHooks hooks;
+  hooks.inspect = [&](const LayerView& view) {
+    attention_stats(view.q, view.k, view.rows, view.shape, view.windows, req, rows, view.layer, *stats);
+  };
+  run_layers(x, first, last, windows, hooks);
+}
+
+void Backend::run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
+                         const LayerHooks& hooks) const {
+  const auto& c = config();
+  check_residual(x, c, first, last);
+  windows.check(c.layout(), "windows");
   const int offsets[2] = {0, x.n_tokens};
-  run_packed(*model_, options_, x.data.data(), offsets, first, last, windows, stats, request);
+  run_packed(*model_, options_, x.data.data(), offsets, first, last, windows, hooks);
 }
 
 std::vector<float> Backend::logits(const Residual& x, std::span<const int> positions) const {
@@ -301,7 +176,7 @@ DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows
                              std::vector<float>* last_logits) const {
   const auto& c = config();
   if (tokens.empty()) throw invalid_argument("prefill needs at least one token", "tokens");
-  check_windows(windows, c);
+  windows.check(c.layout(), "windows");
   DecodeState state;
   state.kv_dim = c.num_kv_heads * c.head_dim;
   state.k.resize(static_cast<std::size_t>(c.num_layers));
@@ -309,7 +184,16 @@ DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows
   state.windows = windows;
   Residual x = embed(tokens);
   const int offsets[2] = {0, x.n_tokens};
-  run_packed(*model_, options_, x.data.data(), offsets, 0, c.num_layers, windows, nullptr, nullptr, &state);
+  LayerHooks hooks;  // copies each layer's keys (RoPE applied) and values; attention reads the copies
+  hooks.cache = [&state](const LayerView& view) {
+    const auto floats = static_cast<std::size_t>(view.rows) * view.shape.kv_stride;
+    auto& k = state.k[static_cast<std::size_t>(view.layer)];
+    auto& v = state.v[static_cast<std::size_t>(view.layer)];
+    k.assign(view.k, view.k + floats);
+    v.assign(view.v, view.v + floats);
+    return KeyValues{k.data(), v.data(), view.rows};
+  };
+  run_packed(*model_, options_, x.data.data(), offsets, 0, c.num_layers, windows, hooks);
   state.positions = x.n_tokens;
   if (last_logits) {
     const std::size_t row = static_cast<std::size_t>(x.n_tokens - 1);
@@ -327,7 +211,7 @@ std::vector<std::vector<float>> Backend::forward_batch(std::span<const std::vect
                                std::to_string(sequences.size()) + " sequences, " +
                                std::to_string(positions.size()) + " position lists)",
                            "positions");
-  check_windows(windows, c);
+  windows.check(c.layout(), "windows");
   std::vector<int> offsets{0};
   for (const auto& s : sequences) offsets.push_back(offsets.back() + static_cast<int>(s.size()));
   const std::size_t d = static_cast<std::size_t>(c.hidden_size);
@@ -343,7 +227,7 @@ std::vector<std::vector<float>> Backend::forward_batch(std::span<const std::vect
       rows.push_back(static_cast<std::size_t>(offsets[b] + p));
     }
   }
-  run_packed(*model_, options_, x.data(), offsets, 0, c.num_layers, windows, nullptr, nullptr);
+  run_packed(*model_, options_, x.data(), offsets, 0, c.num_layers, windows);
   const std::vector<float> all = project(*model_, options_, x.data(), rows);
   std::vector<std::vector<float>> out(sequences.size());
   const std::size_t vocab = static_cast<std::size_t>(c.vocab_size);

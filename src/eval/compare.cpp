@@ -127,31 +127,32 @@ const CellResult* ComparisonResult::find(const std::string& method, double ratio
   return nullptr;
 }
 
-std::size_t ComparisonResult::method_evaluations(const std::string& method) const {
-  std::size_t n = 0;
-  for (const auto& m : methods)
-    if (m.name == method) n += m.setup.evaluations;
-  for (const auto& c : cells)
-    if (c.method == method) n += c.evaluations;
+namespace {
+/// The sum over `method`'s set-up records and cells of a cost.
+template <class T, class Setup, class Cell>
+T method_total(const ComparisonResult& r, const std::string& method, Setup setup, Cell cell) {
+  T n = 0;
+  for (const auto& m : r.methods)
+    if (m.name == method) n += setup(m);
+  for (const auto& c : r.cells)
+    if (c.method == method) n += cell(c);
   return n;
+}
+}  // namespace
+
+std::size_t ComparisonResult::method_evaluations(const std::string& method) const {
+  return method_total<std::size_t>(*this, method, [](const auto& m) { return m.setup.evaluations; },
+                                   [](const auto& c) { return c.evaluations; });
 }
 
 double ComparisonResult::method_forwards(const std::string& method) const {
-  double n = 0;
-  for (const auto& m : methods)
-    if (m.name == method) n += m.setup.forwards;
-  for (const auto& c : cells)
-    if (c.method == method) n += c.forwards;
-  return n;
+  return method_total<double>(*this, method, [](const auto& m) { return m.setup.forwards; },
+                              [](const auto& c) { return c.forwards; });
 }
 
 double ComparisonResult::method_seconds(const std::string& method) const {
-  double n = 0;
-  for (const auto& m : methods)
-    if (m.name == method) n += m.setup_seconds;
-  for (const auto& c : cells)
-    if (c.method == method) n += c.select_seconds;
-  return n;
+  return method_total<double>(*this, method, [](const auto& m) { return m.setup_seconds; },
+                              [](const auto& c) { return c.select_seconds; });
 }
 
 nlohmann::json comparison_to_json(const ComparisonResult& r) {

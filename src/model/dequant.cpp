@@ -127,46 +127,35 @@ inline void q4_k_scale_min(int j, const std::uint8_t* s, int& scale, int& min) n
   }
 }
 
-void block_q4_k(const std::byte* b, float* y, const std::array<float, 65536>& t) noexcept {
+/// Q4_K and Q5_K: d, dmin (fp16), 12 scale bytes, then for Q5_K qh[32]
+/// holding each element's fifth bit (bit 2p of qh[l] for element l of
+/// sub-block 2p, bit 2p+1 for 2p+1), then the low nibbles qs[128].
+template <bool fifth_bit>
+void block_q45_k(const std::byte* b, float* y, const std::array<float, 65536>& t) noexcept {
   const float d = half(b, t);
   const float dmin = half(b + 2, t);
   const std::uint8_t* scales = u8(b + 4);
-  const std::uint8_t* q = u8(b + 16);
+  const std::uint8_t* qh = u8(b + 16);
+  const std::uint8_t* q = u8(b + (fifth_bit ? 48 : 16));
+  auto high = [&](int l, int bit) { return fifth_bit ? ((qh[l] >> bit) & 1) << 4 : 0; };
   for (int pair = 0; pair < 4; ++pair) {
     int sc0, m0, sc1, m1;
     q4_k_scale_min(2 * pair, scales, sc0, m0);
     q4_k_scale_min(2 * pair + 1, scales, sc1, m1);
     const float d0 = d * static_cast<float>(sc0), min0 = dmin * static_cast<float>(m0);
     const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
-    for (int l = 0; l < 32; ++l) y[l] = d0 * static_cast<float>(q[l] & 0x0f) - min0;
-    for (int l = 0; l < 32; ++l) y[32 + l] = d1 * static_cast<float>(q[l] >> 4) - min1;
+    for (int l = 0; l < 32; ++l) y[l] = d0 * static_cast<float>((q[l] & 0x0f) | high(l, 2 * pair)) - min0;
+    for (int l = 0; l < 32; ++l) y[32 + l] = d1 * static_cast<float>((q[l] >> 4) | high(l, 2 * pair + 1)) - min1;
     y += 64;
     q += 32;
   }
 }
 
-/// Q5_K: Q4_K's layout plus qh[32] (after the scales, before qs) holding the
-/// fifth bit: bit 2p of qh[l] for element l of sub-block 2p, bit 2p+1 for 2p+1.
+void block_q4_k(const std::byte* b, float* y, const std::array<float, 65536>& t) noexcept {
+  block_q45_k<false>(b, y, t);
+}
 void block_q5_k(const std::byte* b, float* y, const std::array<float, 65536>& t) noexcept {
-  const float d = half(b, t);
-  const float dmin = half(b + 2, t);
-  const std::uint8_t* scales = u8(b + 4);
-  const std::uint8_t* qh = u8(b + 16);
-  const std::uint8_t* q = u8(b + 48);
-  for (int pair = 0; pair < 4; ++pair) {
-    int sc0, m0, sc1, m1;
-    q4_k_scale_min(2 * pair, scales, sc0, m0);
-    q4_k_scale_min(2 * pair + 1, scales, sc1, m1);
-    const float d0 = d * static_cast<float>(sc0), min0 = dmin * static_cast<float>(m0);
-    const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
-    const int bit0 = 2 * pair, bit1 = 2 * pair + 1;
-    for (int l = 0; l < 32; ++l)
-      y[l] = d0 * static_cast<float>((q[l] & 0x0f) | (((qh[l] >> bit0) & 1) << 4)) - min0;
-    for (int l = 0; l < 32; ++l)
-      y[32 + l] = d1 * static_cast<float>((q[l] >> 4) | (((qh[l] >> bit1) & 1) << 4)) - min1;
-    y += 64;
-    q += 32;
-  }
+  block_q45_k<true>(b, y, t);
 }
 
 void block_q6_k(const std::byte* b, float* y, const std::array<float, 65536>& t) noexcept {

@@ -231,17 +231,12 @@ Weights weights_from_gguf(const gguf::File& f, const Config& c) {
   names.embedding = "token_embd.weight";
   names.final_norm = "output_norm.weight";
   names.output = "output.weight";
-  names.layer = [](int l, const std::string& role) {
-    static const std::pair<const char*, const char*> map[] = {
-        {"attn_norm", "attn_norm.weight"}, {"q", "attn_q.weight"},       {"k", "attn_k.weight"},
-        {"v", "attn_v.weight"},            {"o", "attn_output.weight"},  {"q_bias", "attn_q.bias"},
-        {"k_bias", "attn_k.bias"},         {"v_bias", "attn_v.bias"},    {"q_norm", "attn_q_norm.weight"},
-        {"k_norm", "attn_k_norm.weight"},  {"ffn_norm", "ffn_norm.weight"}, {"gate", "ffn_gate.weight"},
-        {"up", "ffn_up.weight"},           {"down", "ffn_down.weight"}};
-    for (const auto& [r, n] : map)
-      if (role == r) return "blk." + std::to_string(l) + "." + n;
-    return "blk." + std::to_string(l) + "." + role;
-  };
+  names.layer_prefix = "blk.";
+  names.roles = {{"attn_norm", "attn_norm.weight"}, {"q", "attn_q.weight"},       {"k", "attn_k.weight"},
+                 {"v", "attn_v.weight"},            {"o", "attn_output.weight"},  {"q_bias", "attn_q.bias"},
+                 {"k_bias", "attn_k.bias"},         {"v_bias", "attn_v.bias"},    {"q_norm", "attn_q_norm.weight"},
+                 {"k_norm", "attn_k_norm.weight"},  {"ffn_norm", "ffn_norm.weight"}, {"gate", "ffn_gate.weight"},
+                 {"up", "ffn_up.weight"},           {"down", "ffn_down.weight"}};
   detail::WeightOptions opt;
   opt.output = !c.tie_embeddings;
   opt.qkv_bias = c.qkv_bias;

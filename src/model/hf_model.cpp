@@ -134,26 +134,21 @@ detail::TensorNames hf_names() {
   names.embedding = "model.embed_tokens.weight";
   names.final_norm = "model.norm.weight";
   names.output = "lm_head.weight";
-  names.layer = [](int l, const std::string& role) {
-    static const std::pair<const char*, const char*> map[] = {
-        {"attn_norm", "input_layernorm.weight"},
-        {"q", "self_attn.q_proj.weight"},
-        {"k", "self_attn.k_proj.weight"},
-        {"v", "self_attn.v_proj.weight"},
-        {"o", "self_attn.o_proj.weight"},
-        {"q_bias", "self_attn.q_proj.bias"},
-        {"k_bias", "self_attn.k_proj.bias"},
-        {"v_bias", "self_attn.v_proj.bias"},
-        {"q_norm", "self_attn.q_norm.weight"},
-        {"k_norm", "self_attn.k_norm.weight"},
-        {"ffn_norm", "post_attention_layernorm.weight"},
-        {"gate", "mlp.gate_proj.weight"},
-        {"up", "mlp.up_proj.weight"},
-        {"down", "mlp.down_proj.weight"}};
-    for (const auto& [r, n] : map)
-      if (role == r) return "model.layers." + std::to_string(l) + "." + n;
-    return "model.layers." + std::to_string(l) + "." + role;
-  };
+  names.layer_prefix = "model.layers.";
+  names.roles = {{"attn_norm", "input_layernorm.weight"},
+                 {"q", "self_attn.q_proj.weight"},
+                 {"k", "self_attn.k_proj.weight"},
+                 {"v", "self_attn.v_proj.weight"},
+                 {"o", "self_attn.o_proj.weight"},
+                 {"q_bias", "self_attn.q_proj.bias"},
+                 {"k_bias", "self_attn.k_proj.bias"},
+                 {"v_bias", "self_attn.v_proj.bias"},
+                 {"q_norm", "self_attn.q_norm.weight"},
+                 {"k_norm", "self_attn.k_norm.weight"},
+                 {"ffn_norm", "post_attention_layernorm.weight"},
+                 {"gate", "mlp.gate_proj.weight"},
+                 {"up", "mlp.up_proj.weight"},
+                 {"down", "mlp.down_proj.weight"}};
   return names;
 }
 

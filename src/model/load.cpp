@@ -6,6 +6,7 @@
 #include <bosch/error.hpp>
 #include <bosch/model/loader.hpp>
 #include <bosch/model/model.hpp>
+#include <bosch/model/validate.hpp>
 
 namespace bosch::model {
 
@@ -43,6 +44,11 @@ Model load(const std::filesystem::path& path) {
   }
   m.source = std::move(ck.source);
   m.fingerprint = std::move(ck.fingerprint);
+  try {
+    validate(m);  // what the readers filled, against the one model check
+  } catch (const invalid_argument& e) {
+    throw format_error(e.message(), e.where());
+  }
   return m;
 }
 

@@ -79,4 +79,12 @@ void MappedFile::close() noexcept {
   open_ = false;
 }
 
+std::span<const std::byte> MappedFile::region(std::uint64_t offset, std::uint64_t size, const char* what,
+                                              const std::string& where) const {
+  if (!open_) throw error("file no longer mapped (released)", where);
+  if (offset > size_ || size > size_ - offset)
+    throw format_error(std::string(what) + " beyond the end of the file", where);
+  return bytes().subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(size));
+}
+
 }  // namespace bosch::model

@@ -42,11 +42,7 @@ void to_fp32(std::string_view dtype, std::span<const std::byte> src, std::span<f
   dequantize(t, src, dst);
 }
 
-std::uint64_t TensorInfo::elements() const noexcept {
-  std::uint64_t n = 1;
-  for (auto d : shape) n *= d;  // checked against overflow when read
-  return n;
-}
+std::uint64_t TensorInfo::elements() const noexcept { return element_count(shape); }
 
 File::File(const std::filesystem::path& path) : path_(path), map_(path) {
   const std::string p = path.string();
@@ -149,10 +145,7 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
 }
 
 std::span<const std::byte> File::tensor_data(const TensorInfo& t) const {
-  if (!map_.is_open()) throw error("file no longer mapped (released)", where_tensor(t.name));
-  if (t.offset > map_.size() || t.size > map_.size() - t.offset)
-    throw format_error("tensor data beyond the end of the file", where_tensor(t.name));
-  return map_.bytes().subspan(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.size));
+  return map_.region(t.offset, t.size, "tensor data", where_tensor(t.name));
 }
 
 std::string File::where_tensor(std::string_view name) const {

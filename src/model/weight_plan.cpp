@@ -4,8 +4,8 @@
 #include "weight_plan.hpp"
 
 #include <bosch/error.hpp>
+#include <bosch/model/validate.hpp>
 
-#include <limits>
 
 namespace bosch::model::detail {
 
@@ -16,28 +16,17 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
 }
 
 void check_config(const Config& c, const std::string& where) {
-  auto positive = [&](int v, const char* field) {
-    if (v <= 0) throw format_error(std::string(field) + " must be positive, got " + std::to_string(v), where);
-  };
-  positive(c.vocab_size, "vocab_size");
-  positive(c.hidden_size, "hidden_size");
-  positive(c.intermediate_size, "intermediate_size");
-  positive(c.num_layers, "num_layers");
-  positive(c.num_heads, "num_heads");
-  positive(c.num_kv_heads, "num_kv_heads");
-  positive(c.head_dim, "head_dim");
-  if (c.num_heads % c.num_kv_heads != 0)
-    throw format_error("num_heads " + std::to_string(c.num_heads) + " is not a multiple of num_kv_heads " +
-                           std::to_string(c.num_kv_heads),
-                       where);
-  if (c.head_dim % 2 != 0)
-    throw format_error("head_dim " + std::to_string(c.head_dim) + " is odd (RoPE rotates pairs)", where);
-  // Every matrix must be indexable with int rows/cols and size_t elements.
-  const auto lim = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
-  const std::uint64_t qdim = static_cast<std::uint64_t>(c.num_heads) * static_cast<std::uint64_t>(c.head_dim);
-  if (qdim > lim) throw format_error("num_heads * head_dim overflows", where);
-  if (!(c.rms_eps > 0.0)) throw format_error("rms_eps must be positive", where);
-  if (!(c.rope_theta > 0.0)) throw format_error("rope_theta must be positive", where);
+  try {
+    validate(c, where);
+  } catch (const invalid_argument& e) {
+    throw format_error(e.message(), e.where());
+  }
+}
+
+std::string TensorNames::layer(int l, const std::string& role) const {
+  for (const auto& [r, suffix] : roles)
+    if (r == role) return layer_prefix + std::to_string(l) + "." + suffix;
+  return layer_prefix + std::to_string(l) + "." + role;
 }
 
 namespace {

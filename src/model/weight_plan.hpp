@@ -8,7 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,9 +33,13 @@ class TensorSource {
 /// Tensor names of one checkpoint format.
 struct TensorNames {
   std::string embedding, final_norm, output;
-  /// Name of a per-layer tensor: role is one of attn_norm, q, k, v, o, q_bias,
-  /// k_bias, v_bias, q_norm, k_norm, ffn_norm, gate, up, down.
-  std::function<std::string(int layer, const std::string& role)> layer;
+  /// Per-layer tensors are named layer_prefix + layer index + "." + suffix.
+  std::string layer_prefix;
+  /// The suffix of each role: attn_norm, q, k, v, o, q_bias, k_bias, v_bias,
+  /// q_norm, k_norm, ffn_norm, gate, up, down.
+  std::vector<std::pair<std::string, std::string>> roles;
+  /// Name of a per-layer tensor (a role without a suffix is used as one).
+  std::string layer(int layer, const std::string& role) const;
 };
 
 /// What to read besides the always-present tensors.
@@ -57,9 +61,9 @@ Config read_hf_config_only(const std::filesystem::path& dir);
 /// "[a, b]".
 std::string shape_text(const std::vector<std::uint64_t>& shape);
 
-/// Checks the sizes of `config` are positive and consistent (heads divisible by
-/// kv heads, even head dim, element counts within memory limits); `where`
-/// names the source. Throws format_error.
+/// model::validate(config, where) (model/validate.hpp) for a configuration
+/// read from the file or directory `where`: its invalid_argument becomes a
+/// format_error (the file is malformed).
 void check_config(const Config& config, const std::string& where);
 
 }  // namespace bosch::model::detail

@@ -234,7 +234,7 @@ Draft niah(const TaskSpec& spec, Haystack h, const Corpus* corpus, Rng& rng, dou
   return d;
 }
 
-// Passkey retrieval (Landmark attention; research/peers.md §7.1).
+// Passkey retrieval (Landmark attention; docs/tasks.md §Tasks).
 Draft passkey(const TaskSpec& spec, Haystack h, const Corpus* corpus, Rng& rng, double depth) {
   Draft d;
   const std::string key = random_number(rng, 5);

@@ -20,10 +20,15 @@ namespace bosch::test {
 
 /// True when a CUDA device is usable. Otherwise prints
 /// "SKIPPED: no CUDA device: <reason>" (the test then returns and passes:
-/// machines without a GPU, CI included, still compile and link the suite).
+/// machines without a GPU, CI included, still compile and link the suite),
+/// or, in a build with BOSCH_REQUIRE_CUDA=ON (scripts/device-check), fails the
+/// test: a device check must not pass on skips.
 inline bool cuda_device() {
   std::string why;
   if (cuda::device_available(&why)) return true;
+#if defined(BOSCH_REQUIRE_CUDA) && BOSCH_REQUIRE_CUDA
+  FAIL("no CUDA device (" << why << "), and this build requires one (BOSCH_REQUIRE_CUDA=ON)");
+#endif
   MESSAGE("SKIPPED: no CUDA device: " << why);
   return false;
 }

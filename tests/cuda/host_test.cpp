@@ -215,6 +215,16 @@ TEST_CASE("CUDA options and weights are validated before any device is touched")
   CHECK_THROWS_AS(cuda::Backend{broken}, invalid_argument);
 }
 
+TEST_CASE("a build with BOSCH_REQUIRE_CUDA=ON has a usable CUDA device") {
+#if defined(BOSCH_REQUIRE_CUDA) && BOSCH_REQUIRE_CUDA
+  std::string why;
+  if (!cuda::device_available(&why))
+    FAIL("no CUDA device (" << why << "), and this build requires one (BOSCH_REQUIRE_CUDA=ON)");
+#else
+  MESSAGE("BOSCH_REQUIRE_CUDA is OFF: without a device the device tests print SKIPPED and pass");
+#endif
+}
+
 TEST_CASE("without a usable GPU every entry point says so with a device_error") {
   std::string why;
   if (cuda::device_available(&why)) {

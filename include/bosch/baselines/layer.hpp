@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file layer.hpp
-/// Model-free layer-level baselines (research/paper.md 3.1): whole layers
+/// Model-free layer-level baselines (docs/baselines.md §Layer heuristics): whole layers
 /// become SWA. Each rule picks the SWA layers; the count of SWA layers is
 ///
 /// - LayerCount::exact (default): ceil(T / Hkv) layers for T =

@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file ranking.hpp
-/// Static head rankings to masks (research/paper.md 3.2): every static
+/// Static head rankings to masks (docs/baselines.md §Rankings to masks): every static
 /// baseline (DCAM, APL, PROXY, QADA, RAZOR, FISHER, DuoAttention gates, ...)
 /// reduces to one scalar per KV head, higher = more global; the lowest-scored
 /// heads become SWA.

@@ -74,6 +74,19 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
                         std::span<const int> offsets, const AttentionShape& shape,
                         std::span<const HeadWindow> windows, const AttentionTiles& tiles);
 
+/// Attention of `n` new query rows of one sequence, at positions start ..
+/// start + n - 1, against the keys and values of positions 0 .. start + n - 1
+/// (a key/value cache; the new rows' own keys last). Each (row, query head)
+/// attends the keys its KV head's window and sinks let it see, as in
+/// attention(): a plain loop of dot products, one softmax (exp_shifted) and a
+/// weighted sum of values per row and head, which suits the one-row steps of
+/// decoding. Equal to attention() over the whole sequence up to fp32 rounding
+/// (the sums run in another order), not bitwise. `q` and `out` hold n rows of
+/// shape.q_stride / shape.out_stride floats; `k` and `v` start + n rows of
+/// shape.kv_stride. Throws bosch::invalid_argument on inconsistent shapes.
+void attention_cached(const float* q, int n, int start, const float* k, const float* v, float* out,
+                      const AttentionShape& shape, std::span<const HeadWindow> windows);
+
 /// Accumulates the attention statistics of one layer of one sequence of n
 /// rows into `stats` (already sized) at `layer`, exactly: for each
 /// contributing row i (see StatsRequest) and query head the probabilities

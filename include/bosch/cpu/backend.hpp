@@ -13,7 +13,8 @@
 ///
 /// Layer-wise entry points (embed, run_layers, logits) let an evaluator keep
 /// the residual stream entering a layer and restart from the lowest layer a
-/// new mask changes.
+/// new mask changes. Every entry point runs the one decoder layer of
+/// cpu/layer.hpp; they differ only in its hooks.
 
 #include <bosch/cpu/rope.hpp>
 #include <bosch/model/model.hpp>
@@ -24,6 +25,8 @@
 #include <vector>
 
 namespace bosch::cpu {
+
+struct LayerHooks;  // cpu/layer.hpp
 
 /// Backend settings.
 struct Options {
@@ -113,6 +116,7 @@ class Backend {
 
   const model::Config& config() const noexcept;
   const model::Model& model() const noexcept;
+  const Options& options() const noexcept { return options_; }
   HeadLayout layout() const;
 
   /// Token embeddings of `tokens` (the residual stream entering layer 0).
@@ -125,6 +129,12 @@ class Backend {
   /// into it (it is resized on first use).
   void run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
                   HeadStats* stats = nullptr, const StatsRequest* request = nullptr) const;
+
+  /// Runs layers [first, last) on `x` in place with `hooks` (cpu/layer.hpp:
+  /// probes that see each layer's queries and keys, a blend of the attention
+  /// output; a cache hook is for prefill/decode_step). Same checks as above.
+  void run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
+                  const LayerHooks& hooks) const;
 
   /// Logits at the given positions after the final norm and output
   /// projection: [positions.size(), vocab] row-major.

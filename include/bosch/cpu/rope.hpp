@@ -27,9 +27,9 @@
 namespace bosch::cpu {
 
 /// The RoPE inverse frequencies of `config` (head_dim / 2 values), scaling
-/// applied. Throws bosch::invalid_argument for an odd head_dim, a
-/// non-positive theta, or an unknown or ill-formed scaling.
-std::vector<double> rope_inv_freq(const model::Config& config);
+/// applied: model::rope_inv_freq (model/config.hpp), a property of the model
+/// that model::validate checks, used here for the table.
+using model::rope_inv_freq;
 
 /// cos/sin of p * inv_freq[i] for positions p in [0, positions).
 class RopeTable {

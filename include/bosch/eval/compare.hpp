@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file eval/compare.hpp
-/// The comparison run of research/paper.md 3 and 5: every method (BOSCH and
+/// The comparison run (docs/baselines.md §Comparison): every method (BOSCH and
 /// its ablation variants, the static head rankings, the layer heuristics) at
 /// every SWA ratio, each mask scored on held-out tasks, with the cost of
 /// getting it (evaluations, forward passes, wall time) beside its quality.

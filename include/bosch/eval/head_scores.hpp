@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file eval/head_scores.hpp
-/// Static head-level rankings (research/paper.md 3.2, research/peers.md 2, 4, 5):
+/// Static head-level rankings (docs/baselines.md §Static head rankings):
 /// each method computes, once, on the original (all-full) model, one
 /// "globalness" score per KV head (higher = needs long context more); a mask for
 /// a ratio rho makes the lowest-scored heads SWA (baselines::mask_from_scores).
@@ -12,29 +12,29 @@
 /// Methods and the choices made where the sources are silent ([I] = this
 /// library's reading; w, s = the deployed window and sinks, HeadScoreOptions):
 ///
-/// - DCAM (distant-context attention mass, peers 5.1): per query head the mean,
+/// - DCAM (distant-context attention mass): per query head the mean,
 ///   over calibration query rows i >= w of the teacher-forced calibration
 ///   sequences, of the attention mass on keys s <= j <= i - w, i.e. exactly the
 ///   mass the head loses when it becomes SWA (sinks it keeps are excluded). [I]
 ///   rows: every row that has keys beyond the window.
-/// - APL (answer-position lag, peers 5.2 / paper 3.2): per query head the mean,
+/// - APL (answer-position lag): per query head the mean,
 ///   over the answer rows of the calibration samples (the teacher-forced rows
 ///   predicting answer tokens), of the attention-weighted lag
 ///   sum_{j >= s} a_ij (i - j); keys j < s (the sinks an SWA head keeps) are
 ///   excluded as for DCAM. [I] attention-weighted mean rather than argmax lag.
-/// - RAZOR (RazorAttention, peers 2): one forward over BOS (when the tokenizer
+/// - RAZOR (RazorAttention, Tang et al. 2025): one forward over BOS (when the tokenizer
 ///   adds one) + a block of `razor_block` uniform random tokens repeated
 ///   `razor_repeats` times; per query head the echo score (mass on earlier
 ///   occurrences of the current token) and induction score (mass on the tokens
 ///   that followed them), each the mean over the rows of blocks 2.. (rows whose
 ///   earlier occurrences would reach the BOS are skipped); KV head = max over its
-///   query heads. Ratio adaptation (peers 2, "our adaptation"): the F = N - T
+///   query heads. Ratio adaptation [I]: the F = N - T
 ///   heads kept full are the top ceil(F * share) by induction united with the top
 ///   ceil(F * (1 - share)) by echo, share = 14/15 (RazorAttention's 14% induction
 ///   + 1% echo), any shortfall filled by induction then echo. Random ids are
 ///   drawn from [V/4, 3V/4) of the vocabulary [I] (RazorAttention: [10000,
 ///   12500) of a 32k+ vocabulary).
-/// - QADA (QAdA, Donhauser et al. 2025, peers 5.1 / paper 3.2): for query row i
+/// - QADA (QAdA, Donhauser et al. 2025): for query row i
 ///   the "bulk" keys are those an SWA head loses (s <= j <= i - w); their logits
 ///   z = q.k / sqrt(d) are modelled as Gaussian with mean q.mu_K / sqrt(d) and
 ///   variance q^T Sigma_K q / d from the bulk keys' mean mu_K and covariance
@@ -44,10 +44,10 @@
 ///   over calibration rows with a non-empty bulk (qada_threshold = 0), or the
 ///   fraction of rows whose share exceeds qada_threshold (QAdA's per-query rule
 ///   made static).
-/// - PROXY (peers 5.6): S(all full) - S(only that KV head SWA), S = the
+/// - PROXY: S(all full) - S(only that KV head SWA), S = the
 ///   evaluator's calibration score (mean answer log-probability): one evaluator
 ///   call per KV head.
-/// - FISHER (SWA-gate Fisher, peers 5.5 (b)): a gate m per KV head blends the
+/// - FISHER (SWA-gate Fisher, after Kwon et al. 2022): a gate m per KV head blends the
 ///   attention output of its query heads, o = m o_full + (1 - m) o_swa (SWA with
 ///   w, s), inside a real forward; the per-sample loss is the mean
 ///   negative answer log-probability; g = dL/dm at m = 1 by a backward finite
@@ -55,7 +55,7 @@
 ///   the single-head ablation); F = sum over calibration samples of g^2. The
 ///   gate is per KV head, so its query heads' contributions add before squaring
 ///   (no pooling). The blended layer runs through run_probed_layer (below).
-/// - RETRIEVAL (Wu et al. 2024, peers 4): per calibration sample, greedy
+/// - RETRIEVAL (Wu et al. 2024): per calibration sample, greedy
 ///   decoding of answer tokens + retrieval_extra_tokens tokens (stopping at
 ///   EOS); at each decoding step, for every query head, a copy event is the
 ///   argmax key of the step's query row lying in the needle span with the
@@ -67,8 +67,8 @@
 ///   of a reference string's tokens (with and without a leading space) inside
 ///   a queried needle; the queried needles' whole token ranges when none is
 ///   found; the sample's context region when it has no queried needle. Most
-///   scores are exactly 0, so ties are broken by a secondary key (peers 4,
-///   HeadKV-R2's soft score): the mean attention probability on the span at
+///   scores are exactly 0, so ties are broken by a secondary key (HeadKV-R2's
+///   soft score): the mean attention probability on the span at
 ///   the decoding rows; ranking by (score, secondary) lexicographically.
 ///
 /// Query heads are pooled to KV heads by max (HeadScoreOptions::pooling) for
@@ -264,14 +264,13 @@ struct LayerProbe {
 };
 
 /// Runs layer `layer` of `backend`'s model on the residual stream `x` in place,
-/// all heads full attention, with `probe`'s blend and visitor. Built from the
-/// public CPU kernels (cpu/kernels.hpp, cpu/attention.hpp, cpu/rope.hpp) in the
-/// backend's order of operations: without a blend (or with gate 1) the result
-/// equals backend.run_layers(x, layer, layer + 1, full) bit for bit (tested),
-/// and with gate 0 equals the run with that KV head SWA. This keeps the blended
-/// forward FISHER needs out of the backend's attention path. Uses the calling
-/// thread's OpenMP thread count. Throws bosch::invalid_argument for a bad
-/// layer, head, window or residual.
+/// all heads full attention, with `probe`'s blend and visitor: the backend's
+/// own decoder layer (cpu/layer.hpp) with an inspect hook (the visitor) and a
+/// blend hook (a second attention call with that KV head windowed, using the
+/// backend's tiles). Without a blend (or with gate 1) the result equals
+/// backend.run_layers(x, layer, layer + 1, full) bit for bit (tested), and with
+/// gate 0 equals the run with that KV head SWA. Throws bosch::invalid_argument
+/// for a bad layer, head, window or residual.
 void run_probed_layer(const cpu::Backend& backend, cpu::Residual& x, int layer,
                       const LayerProbe& probe);
 

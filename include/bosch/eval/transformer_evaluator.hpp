@@ -5,8 +5,8 @@
 /// TransformerEvaluator<Backend>: the bundled bosch::Evaluator. It scores a head
 /// mask by running a real model with that mask's sliding windows on a
 /// calibration task set and returning the mean teacher-forced log-probability of
-/// the answer tokens (higher is better; research/paper.md §1.1 recommends a
-/// continuous score over accuracy, whose resolution is 1/samples).
+/// the answer tokens (higher is better; a continuous score rather than accuracy, whose
+/// resolution is 1/samples: docs/algorithm.md §Open choices 5).
 ///
 /// Capabilities (evaluator.hpp):
 ///  - hinted evaluation: the residual stream entering layer l depends only on the
@@ -37,7 +37,7 @@ namespace bosch {
 /// Settings of TransformerEvaluator.
 struct TransformerEvaluatorOptions {
   int window = 256;  ///< w: an SWA query i sees keys i-w < j <= i (the paper: 1024 at 32k)
-  int sinks = 0;     ///< s: plus the first s keys (research/paper.md §7.6: unknown; default none)
+  int sinks = 0;     ///< s: plus the first s keys (docs/algorithm.md §Open choices 6; default none)
   /// Bound on the residual-stream cache in bytes (0 disables it). One entry is
   /// the stream of every calibration sample at one layer:
   /// sum(sample tokens) * hidden * 4 bytes.

@@ -8,6 +8,7 @@
 #include <bosch/mask.hpp>
 
 #include <string>
+#include <vector>
 
 namespace bosch::model {
 
@@ -62,6 +63,12 @@ struct Config {
   /// The decision layout for BOSCH.
   HeadLayout layout() const { return {num_layers, num_heads, num_kv_heads}; }
 };
+
+/// The RoPE inverse frequencies of `config` (head_dim / 2 values), scaling
+/// applied (formulas in cpu/rope.hpp). Throws bosch::invalid_argument
+/// (where = the field) for an odd or non-positive head_dim, a non-positive
+/// theta, or an unknown or ill-formed scaling; model::validate relies on it.
+std::vector<double> rope_inv_freq(const Config& config);
 
 /// Human-readable name of an architecture ("llama", "qwen2", "qwen3").
 inline const char* to_string(Arch a) {

@@ -11,8 +11,17 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 
 namespace bosch::model {
+
+/// The element count of a tensor shape: the product of its dimensions (1 for
+/// no dimensions). The readers check the product against overflow on reading.
+inline std::uint64_t element_count(std::span<const std::uint64_t> shape) noexcept {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
 
 class MappedFile {
  public:
@@ -41,6 +50,13 @@ class MappedFile {
   bool is_open() const noexcept { return open_; }
   /// Unmaps the file; bytes() becomes empty. Idempotent.
   void close() noexcept;
+
+  /// The `size` bytes at `offset`, e.g. a tensor's data. Throws bosch::error
+  /// "file no longer mapped" after close(), and bosch::format_error when the
+  /// range reaches beyond the end of the file; both at `where` (e.g.
+  /// "model.gguf: tensor 'x'"), the message naming `what`.
+  std::span<const std::byte> region(std::uint64_t offset, std::uint64_t size, const char* what,
+                                    const std::string& where) const;
 
  private:
   std::filesystem::path path_;

@@ -29,6 +29,20 @@ struct AttentionWindows {
     return {std::move(mask), w, s};
   }
 
+  /// Checks these windows against a model of `layout`: the mask (when not
+  /// empty) has that layout, window >= 1 when any head is windowed, sinks >= 0.
+  /// Throws bosch::invalid_argument at `where` (e.g. "cuda::Backend::forward").
+  void check(const HeadLayout& layout, const std::string& where) const {
+    if (mask.size() != 0 && !(mask.layout() == layout))
+      throw invalid_argument("mask layout " + to_string(mask.layout()) + " does not match the model's " +
+                                 to_string(layout),
+                             where);
+    if (mask.size() != 0 && mask.count() > 0 && window < 1)
+      throw invalid_argument("window must be >= 1 when the mask has SWA heads, got " + std::to_string(window),
+                             where);
+    if (sinks < 0) throw invalid_argument("sinks must be >= 0, got " + std::to_string(sinks), where);
+  }
+
   /// True when (layer, kv) is a sliding-window head.
   bool is_swa(int layer, int kv) const { return mask.size() != 0 && mask.swa(layer, kv); }
   /// First non-sink key visible from query i for head (layer, kv).

@@ -3,7 +3,7 @@
 
 /// @file grouped.hpp
 /// Stage 3 of BOSCH: grouped head-level selection within ratio buckets
-/// (research/paper.md 2.1-2.2). Buckets (layers with equal assigned count) are
+/// (docs/algorithm.md §Stage 3). Buckets (layers with equal assigned count) are
 /// processed easiest first; each is split into chunks of consecutive bucket
 /// layers with at most Options::max_vars KV heads (at least one layer); each
 /// chunk's heads are re-optimized jointly with the per-layer counts fixed

@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file probes.hpp
-/// Stage 1 of BOSCH: top-down cascaded layer probes (research/paper.md 2.1).
+/// Stage 1 of BOSCH: top-down cascaded layer probes (docs/algorithm.md §Stage 1).
 ///
 /// For layer l = L-1 down to 0, a small-budget sub-problem picks which
 /// k = probe_count() KV heads of layer l become SWA (ceil(rho * Hkv), but

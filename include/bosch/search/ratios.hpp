@@ -3,7 +3,7 @@
 
 /// @file ratios.hpp
 /// Stage 2 of BOSCH: adaptive per-layer SWA ratios from the Stage 1 drops
-/// (research/paper.md 2.1-2.2). Pure functions, no evaluations.
+/// (docs/algorithm.md §Stage 2). Pure functions, no evaluations.
 ///
 /// 1. Weights: w_l = max(drop_l, 0), min-max normalized to [0, 1] (0 = easiest;
 ///    all 0 when the drops are equal; NaN drops, of unprobed layers, count as

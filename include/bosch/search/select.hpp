@@ -4,7 +4,7 @@
 /// @file select.hpp
 /// bosch::select: the BOSCH search and its ablation variants.
 ///
-/// Pipeline of Variant::full (research/paper.md 2):
+/// Pipeline of Variant::full (docs/algorithm.md §Stage 1 to §Variants):
 ///   anchors  evaluate the all-full and all-SWA masks (S_full, S_swa);
 ///   Stage 1  top-down cascaded layer probes (search/probes.hpp);
 ///   Stage 2  adaptive per-layer counts summing to round(rho*L*Hkv) (search/ratios.hpp);

@@ -5,8 +5,8 @@
 /// The inner black-box solvers of the LNS, behind one entry point, solve().
 /// Each is bounded by the sub-problem's evaluation budget (new evaluations;
 /// memo hits are free) and by the objective's global budget and stop flag.
-/// The paper does not name its inner solver (research/paper.md 2.1); these are
-/// the designs of research/paper.md 2.2 [I]:
+/// The paper does not name its inner solver; these are this library's designs
+/// (docs/algorithm.md §Inner solvers) [I]:
 ///
 /// - exhaustive: every feasible point, when the feasible set (product over
 ///   groups of C(n_g, k_g)) fits the budget; lexicographic order.

@@ -6,7 +6,7 @@
 /// generated prompt holds (Sample) and a set of them (TaskSet). Generators are
 /// in tasks/generate.hpp, scoring in tasks/scoring.hpp.
 ///
-/// Tasks (research/peers.md §7):
+/// Tasks (docs/tasks.md §Tasks):
 ///  - the RULER needle-in-a-haystack sub-tasks (NVIDIA/RULER
 ///    scripts/synthetic.yaml): niah_single_1/2/3, niah_multikey_1/2/3,
 ///    niah_multivalue, niah_multiquery, with RULER's templates;

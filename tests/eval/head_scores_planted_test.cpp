@@ -9,7 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include "baselines/planted_model.hpp"
+#include "eval/planted_model.hpp"
 #include "test_support.hpp"
 
 #include <algorithm>

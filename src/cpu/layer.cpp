@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// bosch::cpu::decoder_layer: the one decoder layer (see cpu/layer.hpp).
+
+#include <bosch/cpu/kernels.hpp>
+#include <bosch/cpu/layer.hpp>
+
+namespace bosch::cpu {
+
+LayerScratch::LayerScratch(const model::Config& c, std::size_t rows)
+    : h(rows * c.hidden_size),
+      q(rows * c.num_heads * c.head_dim),
+      k(rows * c.num_kv_heads * c.head_dim),
+      v(rows * c.num_kv_heads * c.head_dim),
+      att(rows * c.num_heads * c.head_dim),
+      gate(rows * c.intermediate_size),
+      up(rows * c.intermediate_size) {}
+
+AttentionShape attention_shape(const model::Config& c) {
+  AttentionShape shape;
+  shape.num_heads = c.num_heads;
+  shape.num_kv_heads = c.num_kv_heads;
+  shape.head_dim = c.head_dim;
+  shape.q_stride = shape.out_stride = static_cast<std::size_t>(c.num_heads) * c.head_dim;
+  shape.kv_stride = static_cast<std::size_t>(c.num_kv_heads) * c.head_dim;
+  return shape;
+}
+
+void layer_windows(const AttentionWindows& windows, int layer, std::span<HeadWindow> out) {
+  for (std::size_t g = 0; g < out.size(); ++g)
+    out[g] = windows.is_swa(layer, static_cast<int>(g)) ? HeadWindow{windows.window, windows.sinks} : HeadWindow{};
+}
+
+void decoder_layer(const model::Model& model, int layer, float* x, const LayerRows& rows,
+                   const RopeTable& rope, std::span<const HeadWindow> windows, const AttentionTiles& tiles,
+                   LayerScratch& s, const LayerHooks& hooks) {
+  const auto& c = model.config;
+  const auto& L = model.weights.layers[static_cast<std::size_t>(layer)];
+  const std::size_t N = static_cast<std::size_t>(rows.offsets.back());
+  const int d = c.hidden_size, hd = c.head_dim;
+  const float eps = static_cast<float>(c.rms_eps);
+  const AttentionShape shape = attention_shape(c);
+  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+
+  // Attention block.
+  rms_norm(x, s.h.data(), N, d, L.attn_norm.data(), eps);
+  linear(s.h.data(), N, L.wq, bias(L.bq), s.q.data());
+  linear(s.h.data(), N, L.wk, bias(L.bk), s.k.data());
+  linear(s.h.data(), N, L.wv, bias(L.bv), s.v.data());
+  if (!L.q_norm.empty()) rms_norm(s.q.data(), s.q.data(), N * c.num_heads, hd, L.q_norm.data(), eps);
+  if (!L.k_norm.empty()) rms_norm(s.k.data(), s.k.data(), N * c.num_kv_heads, hd, L.k_norm.data(), eps);
+  for (std::size_t b = 0; b + 1 < rows.offsets.size(); ++b) {
+    const auto n = static_cast<std::size_t>(rows.offsets[b + 1] - rows.offsets[b]);
+    const auto o = static_cast<std::size_t>(rows.offsets[b]);
+    rope.apply(s.q.data() + o * shape.q_stride, n, shape.q_stride, c.num_heads, rows.start);
+    rope.apply(s.k.data() + o * shape.kv_stride, n, shape.kv_stride, c.num_kv_heads, rows.start);
+  }
+  const LayerView view{layer, static_cast<int>(N), s.q.data(), s.k.data(), s.v.data(), shape, rows.offsets, windows};
+  const KeyValues kv = hooks.cache ? hooks.cache(view) : KeyValues{s.k.data(), s.v.data(), static_cast<int>(N)};
+  if (hooks.inspect) hooks.inspect(view);
+  if (kv.rows == static_cast<int>(N))
+    attention(s.q.data(), kv.k, kv.v, s.att.data(), rows.offsets, shape, windows, tiles);
+  else
+    attention_cached(s.q.data(), static_cast<int>(N), kv.rows - static_cast<int>(N), kv.k, kv.v, s.att.data(),
+                     shape, windows);
+  if (hooks.blend) hooks.blend(view, s.att.data());
+  linear(s.att.data(), N, L.wo, nullptr, s.h.data());
+  add_inplace(x, s.h.data(), N * d);
+
+  // Feed-forward block (SwiGLU).
+  rms_norm(x, s.h.data(), N, d, L.ffn_norm.data(), eps);
+  linear(s.h.data(), N, L.w_gate, nullptr, s.gate.data());
+  linear(s.h.data(), N, L.w_up, nullptr, s.up.data());
+  silu_mul(s.gate.data(), s.up.data(), N * static_cast<std::size_t>(c.intermediate_size));
+  linear(s.gate.data(), N, L.w_down, nullptr, s.h.data());
+  add_inplace(x, s.h.data(), N * d);
+}
+
+}  // namespace bosch::cpu
