@@ -6,6 +6,7 @@
 #include "baseline_options.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "mpi_session.hpp"
 
 #include <bosch/eval/compare.hpp>
 #include <bosch/version.hpp>
@@ -113,6 +114,7 @@ int run_compare(int argc, char** argv) {
         "progress-every", po::value(&progress_every)->default_value(progress_every)->value_name("N"),
         "a search progress line every N evaluations (0 = per cell only)");
     cl.options.add(mo.describe()).add(to.describe()).add(what).add(srch).add(hs.describe()).add(oo.describe());
+    cl.options.add(mpi_session().describe());
     cl.positional.add("model", 1);
     cl.epilog =
         "Example (about 40 minutes on 2 cores):\n"
@@ -186,6 +188,8 @@ int run_compare(int argc, char** argv) {
     co.threads = mo.threads;
     const auto backend = detail::make_backend<cpu::Backend>(model, co);
     TransformerEvaluator<cpu::Backend> evaluator(backend, task_suite.calibration, eo);
+    std::shared_ptr<void> mpi_scoring;  // MPI: BOSCH and PROXY spread over the ranks (mpi_session.hpp)
+    so.scoring = shared_scoring(evaluator, oo.info(), mpi_scoring);
     auto methods = eval::standard_methods(backend, evaluator, so);
     methods.erase(std::remove_if(methods.begin(), methods.end(),
                                  [&](const eval::ComparisonMethod& m) { return !wanted.count(m.name); }),
@@ -200,6 +204,8 @@ int run_compare(int argc, char** argv) {
     co2.output_dir = out;
     co2.title = model.config.name;
     co2.compute_missing = !report_only;
+    co2.write_results = mpi_session().root();
+    co2.after_load = [] { mpi_session().barrier(); };
     co2.run = {{"model", model.config.name},
                {"model_fingerprint", model.fingerprint},
                {"window", eo.window},
@@ -211,6 +217,7 @@ int run_compare(int argc, char** argv) {
                {"held_out", {{"accuracy", !no_accuracy}, {"extra_tokens", extra_tokens}}}};
     const auto result = eval::run_comparison(methods, scorer, evaluator.layout(), co2,
                                              [&oo](const std::string& s) { oo.info() << s << "\n"; });
+    if (!mpi_session().root()) return exit_success;
     eval::write_comparison_outputs(result, co2);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << eval::comparison_markdown(result, co2);

@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "mpi_session.hpp"
 
 #include <bosch/io/file_lock.hpp>
 #include <bosch/io/svg.hpp>
@@ -115,6 +116,8 @@ int run_select(int argc, char** argv) {
                            po::value(&progress_every)->default_value(progress_every)->value_name("N"),
                            "a progress line every N evaluations");
     cl.options.add(mo.describe()).add(to.describe()).add(search).add(files).add(oo.describe()).add(progress);
+    cl.options.add(mpi_session().describe());
+    cl.hidden.add(mpi_session().describe_hidden());
     cl.hidden.add_options()("stop-after", po::value(&stop_after), "test hook: raise a signal after N evaluations")(
         "stop-signal", po::value(&stop_signal), "test hook: int | term | wait (for an outside signal)");
     cl.positional.add("model", 1);
@@ -157,8 +160,10 @@ int run_select(int argc, char** argv) {
     if (default_checkpoint) checkpoint = (out == "-" ? std::string("bosch-select") : out) + ".checkpoint";
     const std::string identity_path = checkpoint + ".run.json";
     // One run per checkpoint: a second one would overwrite the first's checkpoint.
-    io::FileLock checkpoint_lock(checkpoint + ".lock", "checkpoint '" + checkpoint + "'");
-    if (resume && !std::filesystem::exists(checkpoint))
+    // Only rank 0 of an MPI run locks, reads and writes files (mpi_session.hpp).
+    std::optional<io::FileLock> checkpoint_lock;
+    if (mpi_session().root()) checkpoint_lock.emplace(checkpoint + ".lock", "checkpoint '" + checkpoint + "'");
+    if (resume && mpi_session().root() && !std::filesystem::exists(checkpoint))
       throw runtime_failure("--resume: no checkpoint at '" + checkpoint +
                             "' (give the --checkpoint or --out of the interrupted run)");
 
@@ -180,7 +185,9 @@ int run_select(int argc, char** argv) {
     // the same way (same model, windows and tasks), which the checkpoint alone
     // (search options only) cannot tell.
     const nlohmann::json identity = run_identity(model, eval_options, suite);
-    if (resume) {
+    if (!mpi_session().root()) {
+      // Other ranks of an MPI run: rank 0 checks and writes the identity.
+    } else if (resume) {
       if (std::filesystem::exists(identity_path)) {
         nlohmann::json saved;
         try {
@@ -205,6 +212,7 @@ int run_select(int argc, char** argv) {
     }
 
     // ---- the search --------------------------------------------------------------------------
+    mo.gpu = mpi_session().gpu(mo.gpu, given(vm, "gpu"));
     return with_backend(model, mo, [&](const auto& backend) -> int {
       TransformerEvaluator evaluator(backend, tasks.calibration, eval_options);
       const HeadLayout layout = evaluator.layout();
@@ -225,11 +233,12 @@ int run_select(int argc, char** argv) {
         Checkpoint checkpoint_cb(checkpoint, checkpoint_every,
                                  resume ? Checkpoint::resume : Checkpoint::start);
         StopOnSignal stop{stop_after, stop_signal == "term" ? SIGTERM : SIGINT, stop_signal == "wait"};
-        result = select(evaluator, options, progress_cb, checkpoint_cb, log_cb, stop);
+        result = run_select(oo.info(), evaluator, options, progress_cb, checkpoint_cb, log_cb, stop);
         stop_sig = SignalGuard::received();
         stop_exit = SignalGuard::exit_code();
       }
 
+      if (!mpi_session().root()) return stop_sig != 0 && result.stopped ? stop_exit : exit_success;
       if (stop_sig != 0 && result.stopped) {
         std::vector<std::string> args{"bosch"};
         for (int i = 0; i < argc; ++i) {
@@ -280,7 +289,7 @@ int run_select(int argc, char** argv) {
         std::error_code ec;
         std::filesystem::remove(checkpoint, ec);
         std::filesystem::remove(identity_path, ec);
-        checkpoint_lock.release(/*remove_file=*/true);
+        checkpoint_lock->release(/*remove_file=*/true);
       }
 
       oo.info() << "SWA heads (S) per layer, layer 0 first:\n" << to_grid(result.mask);

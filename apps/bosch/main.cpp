@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "mpi_session.hpp"
 
 #include <bosch/version.hpp>
 
@@ -46,6 +47,7 @@ void usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bosch::cli::MpiSession mpi(argc, argv);  // MPI when launched by mpirun/srun (mpi_session.hpp)
   if (argc < 2) {
     usage(std::cerr);
     return bosch::cli::exit_usage;
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
     return bosch::cli::exit_success;
   }
   for (const auto& c : commands)
-    if (cmd == c.name) return c.run(argc - 1, argv + 1);
+    if (cmd == c.name) return mpi.finish(c.run(argc - 1, argv + 1));
   std::cerr << "bosch: unknown command '" << cmd << "' (see 'bosch --help')\n";
   return bosch::cli::exit_usage;
 }

@@ -64,14 +64,17 @@ class TempDir {
 };
 
 /// A started subprocess: bosch with `args`, stdout/stderr to files in `dir`,
-/// stdin from /dev/null or from `stdin_file`.
+/// stdin from /dev/null or from `stdin_file`; started by `launcher` (a program
+/// and its arguments, e.g. mpirun -n 2) when given.
 class Process {
  public:
-  Process(const std::vector<std::string>& args, const fs::path& dir, const std::string& stdin_file = {})
+  Process(const std::vector<std::string>& args, const fs::path& dir, const std::string& stdin_file = {},
+          const std::vector<std::string>& launcher = {})
       : id_(next_id()),
         out_(dir / ("stdout." + std::to_string(id_))),
         err_(dir / ("stderr." + std::to_string(id_))) {
-    std::vector<std::string> all{BOSCH_CLI};
+    std::vector<std::string> all = launcher;
+    all.emplace_back(BOSCH_CLI);
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());
