@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     return bosch::cli::exit_success;
   }
   for (const auto& c : commands)
-    if (cmd == c.name) return mpi.finish(c.run(argc - 1, argv + 1));
+    if (cmd == c.name) return mpi.finish(mpi.runs(c.name) ? c.run(argc - 1, argv + 1) : bosch::cli::exit_success);
   std::cerr << "bosch: unknown command '" << cmd << "' (see 'bosch --help')\n";
   return bosch::cli::exit_usage;
 }

@@ -54,10 +54,11 @@ class TailBuffer : public std::streambuf {
 
 /// The last non-empty line of `text`.
 std::string last_line(const std::string& text) {
-  std::size_t end = text.find_last_not_of("\n");
+  const std::size_t end = text.find_last_not_of('\n');
   if (end == std::string::npos) return {};
-  const std::size_t begin = text.rfind('\n', end);
-  return text.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1) + 1);
+  const std::size_t nl = text.rfind('\n', end);
+  const std::size_t begin = nl == std::string::npos ? 0 : nl + 1;
+  return text.substr(begin, end + 1 - begin);
 }
 
 }  // namespace
@@ -117,14 +118,9 @@ MpiSession::~MpiSession() {
 }
 
 MpiSession& mpi_session() {
-  if (g_session == nullptr) {
-    // Commands run without main() (none today): one process.
-    static int argc = 0;
-    static char** argv = nullptr;
-    static MpiSession single(argc, argv);
-    return single;
-  }
-  return *g_session;
+  // Without main()'s session (a command called directly): one process.
+  static MpiSession single;
+  return g_session != nullptr ? *g_session : single;
 }
 
 po::options_description MpiSession::describe() {

@@ -37,14 +37,17 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 namespace bosch::cli {
 
 /// The program's MPI state (one per process, created by main).
 class MpiSession {
  public:
-  /// Initializes MPI when launched by an MPI launcher (MPI builds); throws
-  /// usage_error in a build without MPI started as several processes.
+  /// Initializes MPI when launched by an MPI launcher (MPI builds). Exits
+  /// with "bosch: <message>" when MPI cannot start, or (a build without MPI)
+  /// when a launcher started several processes, which would each run the
+  /// whole search and write the same files.
   MpiSession(int& argc, char**& argv);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
@@ -67,6 +70,13 @@ class MpiSession {
   /// with mpirun -n GPUS, or Slurm's per-task device binding).
   int gpu(int requested, bool given) const;
 
+  /// Whether this process runs `command`: select and compare run on every
+  /// rank (they spread their work); the others (inspect, evaluate, convert,
+  /// baseline) only on rank 0, the other ranks just wait for the end.
+  bool runs(std::string_view command) const noexcept {
+    return root() || command == "select" || command == "compare";
+  }
+
   /// Waits for every process (MPI_Barrier); nothing on one process.
   void barrier() const;
 
@@ -87,6 +97,7 @@ class MpiSession {
 
  private:
   friend MpiSession& mpi_session();
+  MpiSession() = default;  // one process, no MPI
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   std::string mode_ = "auto";
   int group_size_ = 0;
