@@ -9,6 +9,7 @@
 #include "model_options.hpp"
 #include "search_options.hpp"
 #include "task_options.hpp"
+#include "mpi_session.hpp"
 
 #include <bosch/eval/compare.hpp>
 #include <bosch/io/options_json.hpp>
@@ -97,6 +98,7 @@ int run_compare(int argc, char** argv) {
         "a search progress line every N evaluations (0 = per cell only)");
     cl.options.add(mo.describe()).add(to.describe()).add(what).add(so.describe("BOSCH search (per cell)"))
         .add(hs.describe()).add(oo.describe());
+    cl.options.add(mpi_session().describe());
     cl.positional.add("model", 1);
     cl.epilog =
         "Example (about 40 minutes on 2 cores):\n"
@@ -134,6 +136,8 @@ int run_compare(int argc, char** argv) {
               << " tokens; window " << eo.window << ", sinks " << eo.sinks << "\n";
     const auto backend = make_cpu_backend(model, mo);
     TransformerEvaluator<cpu::Backend> evaluator(backend, task_suite.calibration, eo);
+    std::shared_ptr<void> mpi_scoring;  // MPI: BOSCH and PROXY spread over the ranks (mpi_session.hpp)
+    smo.scoring = shared_scoring(evaluator, oo.info(), mpi_scoring);
     auto methods = eval::standard_methods(backend, evaluator, smo);
     methods.erase(std::remove_if(methods.begin(), methods.end(),
                                  [&](const eval::ComparisonMethod& m) { return !wanted.count(m.name); }),
@@ -148,17 +152,20 @@ int run_compare(int argc, char** argv) {
     co.output_dir = out;
     co.title = model.config.name;
     co.compute_missing = !report_only;
+    co.write_results = mpi_session().root();
+    co.after_load = [] { mpi_session().barrier(); };
     co.run = {{"model", model.config.name},
-              {"model_fingerprint", model.fingerprint},
-              {"window", eo.window},
-              {"sinks", eo.sinks},
-              {"suite", to_json(suite)},
-              {"search", compare_search_identity(search)},
-              {"rankings", hs.to_json()},
-              {"layer_count", layer_count},
-              {"held_out", {{"accuracy", !no_accuracy}, {"extra_tokens", extra_tokens}}}};
+               {"model_fingerprint", model.fingerprint},
+               {"window", eo.window},
+               {"sinks", eo.sinks},
+               {"suite", to_json(suite)},
+               {"search", compare_search_identity(search)},
+               {"rankings", hs.to_json()},
+               {"layer_count", layer_count},
+               {"held_out", {{"accuracy", !no_accuracy}, {"extra_tokens", extra_tokens}}}};
     const auto result = eval::run_comparison(methods, scorer, evaluator.layout(), co,
                                              [&oo](const std::string& s) { oo.info() << s << "\n"; });
+    if (!mpi_session().root()) return exit_success;
     eval::write_comparison_outputs(result, co);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << eval::comparison_markdown(result, co);

@@ -12,6 +12,7 @@
 #include "signals.hpp"
 #include "task_options.hpp"
 #include "test_hooks.hpp"
+#include "mpi_session.hpp"
 
 #include <bosch/bosch.hpp>
 #include <bosch/eval/report.hpp>
@@ -119,6 +120,8 @@ int run_select(int argc, char** argv) {
                            "a progress line every N evaluations");
     cl.options.add(mo.describe()).add(to.describe()).add(so.describe()).add(files).add(oo.describe()).add(progress);
     test_hooks::add_options(cl.hidden);
+    cl.options.add(mpi_session().describe());
+    if (test_hooks::enabled()) cl.hidden.add(mpi_session().describe_hidden());
     cl.positional.add("model", 1);
     cl.epilog =
         "Example:\n"
@@ -144,8 +147,10 @@ int run_select(int argc, char** argv) {
     to.check_model(read_model_config(mo));
     const std::string identity_path = checkpoint + ".run.json";
     // One run per checkpoint: a second one would overwrite the first's checkpoint.
-    io::FileLock checkpoint_lock(checkpoint + ".lock", "checkpoint '" + checkpoint + "'");
-    if (resume && !std::filesystem::exists(checkpoint))
+    // Only rank 0 of an MPI run locks, reads and writes files (mpi_session.hpp).
+    std::optional<io::FileLock> checkpoint_lock;
+    if (mpi_session().root()) checkpoint_lock.emplace(checkpoint + ".lock", "checkpoint '" + checkpoint + "'");
+    if (resume && mpi_session().root() && !std::filesystem::exists(checkpoint))
       throw runtime_failure("--resume: no checkpoint at '" + checkpoint +
                             "' (give the --checkpoint or --out of the interrupted run)");
 
@@ -163,12 +168,16 @@ int run_select(int argc, char** argv) {
     // the same way (same model, windows and tasks), which the checkpoint alone
     // (search options only) cannot tell.
     const nlohmann::json identity = run_identity(model, eval_options, suite);
-    if (resume)
+    if (!mpi_session().root()) {
+      // Other ranks of an MPI run: rank 0 checks and writes the identity.
+    } else if (resume) {
       check_resume_identity(identity_path, identity, oo);
-    else
+    } else {
       io::write_file_atomic(identity_path, identity.dump(2) + "\n");
+    }
 
     // ---- the search --------------------------------------------------------------------------
+    mo.gpu = mpi_session().gpu(mo.gpu, given(vm, "gpu"));
     return with_backend(model, mo, [&](const auto& backend) -> int {
       TransformerEvaluator evaluator(backend, tasks.calibration, eval_options);
       const HeadLayout layout = evaluator.layout();
@@ -189,11 +198,12 @@ int run_select(int argc, char** argv) {
                                  resume ? Checkpoint::resume : Checkpoint::start);
         test_hooks::Callback hooks;
         StopOnSignal stop;
-        result = bosch::select(evaluator, options, progress_cb, checkpoint_cb, log_cb, hooks, stop);
+        result = run_select(oo.info(), evaluator, options, progress_cb, checkpoint_cb, log_cb, hooks, stop);
         stop_sig = SignalGuard::received();
         stop_exit = SignalGuard::exit_code();
       }
 
+      if (!mpi_session().root()) return stop_sig != 0 && result.stopped ? stop_exit : exit_success;
       if (stop_sig != 0 && result.stopped) {
         std::cerr << "bosch select: interrupted by " << (stop_sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
                   << result.evaluations << " evaluations; checkpoint written to " << checkpoint
@@ -231,7 +241,7 @@ int run_select(int argc, char** argv) {
         std::error_code ec;
         std::filesystem::remove(checkpoint, ec);
         std::filesystem::remove(identity_path, ec);
-        checkpoint_lock.release(/*remove_file=*/true);
+        checkpoint_lock->release(/*remove_file=*/true);
       }
 
       oo.info() << "SWA heads (S) per layer, layer 0 first:\n" << to_grid(result.mask);

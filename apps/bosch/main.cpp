@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "errors.hpp"
+#include "mpi_session.hpp"
 
 #include <bosch/version.hpp>
 
@@ -48,6 +49,7 @@ void usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bosch::cli::MpiSession mpi(argc, argv);  // MPI when launched by mpirun/srun (mpi_session.hpp)
   if (argc < 2) {
     usage(std::cerr);
     return bosch::cli::exit_usage;
@@ -70,7 +72,7 @@ int main(int argc, char** argv) {
     return bosch::cli::exit_success;
   }
   for (const auto& c : commands)
-    if (cmd == c.name) return c.run(argc - 1, argv + 1);
+    if (cmd == c.name) return mpi.finish(mpi.runs(c.name) ? c.run(argc - 1, argv + 1) : bosch::cli::exit_success);
   std::cerr << "bosch: unknown command '" << cmd << "' (see 'bosch --help')\n";
   return bosch::cli::exit_usage;
 }

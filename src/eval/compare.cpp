@@ -204,8 +204,10 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const
   // state and drop the cells the first one finished: refuse it. Report-only
   // runs write no results.json and may read a file a running job is filling.
   std::optional<io::FileLock> lock;
-  if (options.compute_missing) lock.emplace(options.output_dir / ".results.lock", "comparison output directory");
+  if (options.compute_missing && options.write_results)
+    lock.emplace(options.output_dir / ".results.lock", "comparison output directory");
   Stored stored = read_stored(path, layout, options.run);
+  if (options.after_load) options.after_load();
 
   ComparisonResult res;
   res.layout = layout;
@@ -227,7 +229,7 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const
       }
       if (!in_grid && !here.count(key)) doc["cells"].push_back(cell);
     }
-    io::write_file_atomic(path, doc.dump(1) + "\n");
+    if (options.write_results) io::write_file_atomic(path, doc.dump(1) + "\n");
   };
 
   if (stored.references) {

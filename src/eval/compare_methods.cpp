@@ -9,8 +9,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace bosch::eval {
 namespace {
@@ -30,6 +33,22 @@ struct LineProgress {
 };
 
 nlohmann::json nan_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+/// An evaluator scoring through SharedScoring::score_batch (hinted and batched,
+/// like the TransformerEvaluator it stands for).
+struct SharedEvaluator {
+  HeadLayout layout_;
+  const SharedScoring* scoring;
+  HeadLayout layout() const { return layout_; }
+  double evaluate(const HeadMask& m) { return evaluate(m, EvaluationHint{}); }
+  double evaluate(const HeadMask& m, const EvaluationHint& h) {
+    return evaluate_batch(std::span<const HeadMask>(&m, 1), h).front();
+  }
+  std::vector<double> evaluate_batch(std::span<const HeadMask> ms) { return evaluate_batch(ms, EvaluationHint{}); }
+  std::vector<double> evaluate_batch(std::span<const HeadMask> ms, const EvaluationHint& h) {
+    return scoring->score_batch(ms, h);
+  }
+};
 
 }  // namespace
 
@@ -54,23 +73,33 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
   const HeadLayout layout = evaluator.layout();
   const double samples = static_cast<double>(evaluator.tasks().samples.size());
   std::vector<ComparisonMethod> out;
+  // BOSCH and PROXY score through options.scoring when it is set.
+  const auto shared = std::make_shared<SharedScoring>(options.scoring);
+  const auto layers_run = [&evaluator, shared] {
+    return shared->layers_run ? shared->layers_run() : evaluator.stats().layers_run;
+  };
+  const auto search = [&evaluator, shared](const Options& o, LineProgress& progress) {
+    if (!shared->score_batch) return bosch::select(evaluator, o, progress);
+    SharedEvaluator e{evaluator.layout(), shared.get()};
+    return bosch::select(e, o, progress);
+  };
 
   for (Variant v : options.variants) {
     ComparisonMethod m;
     m.name = variant_method_name(v);
     m.family = "BOSCH";
-    m.select = [&evaluator, search = options.search, sink = options.search_progress,
+    m.select = [search, layers_run, base = options.search, sink = options.search_progress,
                 every = options.progress_every, v, layout, name = m.name](double rho, const nlohmann::json&) {
-      Options o = search;
+      Options o = base;
       o.target_ratio = rho;
       o.variant = v;
-      const std::size_t before = evaluator.stats().layers_run;
+      const std::size_t before = layers_run();
       LineProgress progress{name + " at rho " + std::to_string(rho), sink, every};
-      const Result r = bosch::select(evaluator, o, progress);
+      const Result r = search(o, progress);
       MethodCell c;
       c.mask = r.mask;
       c.evaluations = r.evaluator_calls;
-      c.forwards = static_cast<double>(evaluator.stats().layers_run - before) / layout.num_layers;
+      c.forwards = static_cast<double>(layers_run() - before) / layout.num_layers;
       c.details = {{"search_score", nan_null(r.score)},
                    {"normalized_score", nan_null(r.normalized_score)},
                    {"anchor_full", nan_null(r.anchors.full)},
@@ -89,9 +118,16 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
     ComparisonMethod m;
     m.name = std::string(to_string(method));
     m.family = "ranking";
-    m.setup = [&backend, &evaluator, so, method, samples] {
-      HeadScores s = method == Method::proxy ? proxy_scores(evaluator, samples)
-                                             : compute_head_scores(method, backend, evaluator.tasks(), so);
+    m.setup = [&backend, &evaluator, shared, so, method, samples] {
+      HeadScores s;
+      if (method != Method::proxy) {
+        s = compute_head_scores(method, backend, evaluator.tasks(), so);
+      } else if (shared->score_batch) {
+        SharedEvaluator e{evaluator.layout(), shared.get()};
+        s = proxy_scores(e, samples);
+      } else {
+        s = proxy_scores(evaluator, samples);
+      }
       MethodSetup setup;
       setup.evaluations = s.evaluations;
       setup.forwards = s.forwards;

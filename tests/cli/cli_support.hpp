@@ -66,20 +66,24 @@ class TempDir {
 };
 
 /// The programs: the shipped `bosch`, and its test build (target
-/// bosch_cli_test) with the hidden --stop-after / --stop-signal hooks.
+/// bosch_cli_test) with the hidden test hooks (--stop-after, --stop-signal,
+/// --mpi-test-fail).
 inline const std::string shipped = BOSCH_CLI;
 inline const std::string with_test_hooks = BOSCH_CLI_TEST;
 
 /// A started subprocess: `program` (default: the shipped bosch) with `args`,
-/// stdout/stderr to files in `dir`, stdin from /dev/null or from `stdin_file`.
+/// stdout/stderr to files in `dir`, stdin from /dev/null or from `stdin_file`;
+/// started by `launcher` (a program and its arguments, e.g. mpirun -n 2) when
+/// given.
 class Process {
  public:
   Process(const std::vector<std::string>& args, const fs::path& dir, const std::string& stdin_file = {},
-          const std::string& program = shipped)
+          const std::string& program = shipped, const std::vector<std::string>& launcher = {})
       : id_(next_id()),
         out_(dir / ("stdout." + std::to_string(id_))),
         err_(dir / ("stderr." + std::to_string(id_))) {
-    std::vector<std::string> all{program};
+    std::vector<std::string> all = launcher;
+    all.push_back(program);
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());

@@ -115,3 +115,47 @@ TEST_CASE("select() on a real model finishes with the exact ratio within its bud
     CHECK(r.score == e.evaluate(r.mask));  // the reported score is the mask's, deterministically
   }
 }
+
+TEST_CASE("sample ranges: shares of the samples reduce to exactly the full score (stories260K)") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  if (path.empty() || bosch::test::fixture("text/0_emma.txt").empty()) return;
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  bosch::TransformerEvaluatorOptions eo;
+  eo.window = 16;
+  const auto tasks = copy_tasks(model, 300, 5);
+  Evaluator whole(backend, tasks, eo), part(backend, tasks, eo);
+  REQUIRE(whole.sample_count() == 5);
+  CHECK(whole.sample_range() == std::pair<std::size_t, std::size_t>{0, 5});
+  CHECK_THROWS_AS(part.set_sample_range(3, 2), bosch::invalid_argument);
+  CHECK_THROWS_AS(part.set_sample_range(0, 6), bosch::invalid_argument);
+
+  boost::random::mt19937_64 rng(bosch::test::seed(3));
+  const auto layout = whole.layout();
+  bosch::HeadMask reference = random_mask(layout, rng);
+  for (int round = 0; round < 4; ++round) {
+    const bosch::HeadMask m = random_mask(layout, rng);
+    const auto all = whole.sample_scores(m);
+    std::vector<double> values;
+    for (const auto& s : all) values.push_back(s.mean_logprob);
+    const double score = whole.evaluate(m);
+    CHECK(score == Evaluator::reduce(values));  // bitwise: evaluate() is reduce() over the samples
+    // Scored in shares [0, 2), [2, 2), [2, 5) (with hints and the cache), concatenated in order.
+    std::vector<double> joined;
+    for (auto [b, e] : {std::pair<std::size_t, std::size_t>{0, 2}, {2, 2}, {2, 5}}) {
+      part.set_sample_range(b, e);
+      part.evaluate(reference);
+      const bosch::EvaluationHint hint{&reference, bosch::first_changed_layer(m, reference)};
+      const auto share = part.sample_scores(m, hint);
+      REQUIRE(share.size() == e - b);
+      for (const auto& s : share) joined.push_back(s.mean_logprob);
+      if (e > b) CHECK(part.evaluate(m) == Evaluator::reduce(std::span<const double>(values).subspan(b, e - b)));
+    }
+    CHECK(joined == values);
+    CHECK(Evaluator::reduce(joined) == score);
+    reference = m;
+  }
+  part.set_sample_range(0, 0);
+  CHECK(part.sample_scores(reference).empty());
+  CHECK(part.evaluate(reference) == 0.0);
+}

@@ -16,7 +16,7 @@ run(${CMAKE_COMMAND} --install "${BOSCH_BUILD_DIR}" --prefix "${prefix}")
 # 1. find_package against the install.
 run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/find" -DCMAKE_BUILD_TYPE=Release
     "-DCMAKE_PREFIX_PATH=${prefix}" -DCONSUMER_MODE=find_package
-    -DCONSUMER_WITH_TRANSFORMER=${HAS_TRANSFORMER})
+    -DCONSUMER_WITH_TRANSFORMER=${HAS_TRANSFORMER} -DCONSUMER_WITH_MPI=${HAS_MPI})
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/find" -j 2)
 run("${WORK_DIR}/find/consumer")
 

@@ -107,6 +107,12 @@ struct ComparisonOptions {
   /// (missing cells are left out, missing references are NaN). Regenerates the
   /// outputs, e.g. after filling parts of the grid in separate runs.
   bool compute_missing = true;
+  /// false: read results.json (to resume) but never lock or write it: the
+  /// processes other than rank 0 of an MPI run, which compute the same cells.
+  bool write_results = true;
+  /// Called once results.json has been read and before anything is written
+  /// (an MPI run passes a barrier, so every process resumes from the same file).
+  std::function<void()> after_load;
 };
 
 /// One finished cell.
@@ -184,6 +190,19 @@ std::string sanitize_name(const std::string& name);
 
 // --- the standard method set on the CPU transformer ------------------------------------
 
+/// How BOSCH's searches and PROXY score masks when not with the evaluator
+/// itself (StandardMethodsOptions::scoring), e.g. spread over MPI processes
+/// (bosch/mpi/evaluator.hpp, the `bosch` program's MPI mode). Both functions
+/// are called in the same order on every process running the comparison.
+struct SharedScoring {
+  /// One score per mask, in order, equal to the evaluator's evaluate() (the
+  /// hint as in evaluate_batch). Empty: the evaluator scores.
+  std::function<std::vector<double>(std::span<const HeadMask>, const EvaluationHint&)> score_batch;
+  /// Layer applications run so far by all processes together (the forward
+  /// counts of the cost columns). Empty: the evaluator's stats().
+  std::function<std::size_t()> layers_run;
+};
+
 /// Which methods standard_methods() builds, and their settings.
 struct StandardMethodsOptions {
   /// BOSCH variants, named "BOSCH" (full), "B-single", "B-multi", "B-layer".
@@ -203,6 +222,8 @@ struct StandardMethodsOptions {
   /// (0 or no function: silent).
   std::function<void(const std::string&)> search_progress;
   std::size_t progress_every = 0;
+  /// Where BOSCH and PROXY get their scores (default: the evaluator).
+  SharedScoring scoring;
 };
 
 /// "BOSCH", "B-single", "B-multi", "B-layer".

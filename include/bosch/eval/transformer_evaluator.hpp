@@ -18,6 +18,12 @@
 ///    bit-identical to a full evaluation: layer-wise runs equal the full forward.
 ///  - batch evaluation: masks in order (the CPU backend gains nothing from
 ///    interleaving; a GPU backend batches inside its forward).
+///  - a share of the samples: set_sample_range(begin, end) makes it score only
+///    samples [begin, end) (sample_scores() returns theirs, the cache holds
+///    theirs). Sample-parallel evaluation (bosch/mpi/evaluator.hpp) gives each
+///    process a share, gathers the per-sample scores in sample order and
+///    combines them with reduce(), the same arithmetic evaluate() uses, so the
+///    score is bit-identical to one process scoring every sample.
 
 #include <bosch/eval/backend.hpp>
 #include <bosch/eval/residual_cache.hpp>
@@ -72,9 +78,9 @@ class TransformerEvaluator {
     for (const auto& s : calibration.samples) {
       inputs_.push_back(tasks::teacher_forcing(s));
       answers_.push_back(s.answer);
-      entry_bytes_ += inputs_.back().tokens.size() * static_cast<std::size_t>(cfg.hidden_size) * sizeof(float);
     }
     tasks_ = std::move(calibration);
+    set_sample_range(0, inputs_.size());
   }
 
   HeadLayout layout() const { return layout_; }
@@ -87,12 +93,46 @@ class TransformerEvaluator {
     return AttentionWindows::from_mask(mask, options_.window, options_.sinks);
   }
 
-  /// Mean over calibration samples of the mean answer-token log-probability.
+  /// Number of calibration samples (all of them, whatever sample_range() is).
+  std::size_t sample_count() const noexcept { return inputs_.size(); }
+  /// The samples scored, [first, second): all of them unless set_sample_range() was called.
+  std::pair<std::size_t, std::size_t> sample_range() const noexcept { return {begin_, end_}; }
+  /// From now on score only samples [begin, end) (begin == end: none):
+  /// sample_scores() returns their scores, evaluate() their mean. Clears the
+  /// residual cache, whose entries hold the streams of the scored samples.
+  /// Throws bosch::invalid_argument unless begin <= end <= sample_count().
+  void set_sample_range(std::size_t begin, std::size_t end) {
+    if (begin > end || end > inputs_.size())
+      throw invalid_argument("sample range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                 ") is not within the " + std::to_string(inputs_.size()) + " samples",
+                             "TransformerEvaluator::set_sample_range");
+    begin_ = begin;
+    end_ = end;
+    entry_bytes_ = 0;
+    for (std::size_t s = begin; s < end; ++s)
+      entry_bytes_ += inputs_[s].tokens.size() * static_cast<std::size_t>(backend_->config().hidden_size) *
+                      sizeof(float);
+    cache_.clear();
+  }
+
+  /// The score from per-sample scores (AnswerScore::mean_logprob) in sample
+  /// order: their sum, accumulated in order, divided by their count (0 for
+  /// none). evaluate() is exactly this over sample_scores().
+  static double reduce(std::span<const double> per_sample) {
+    double sum = 0;
+    for (double v : per_sample) sum += v;
+    return per_sample.empty() ? 0.0 : sum / static_cast<double>(per_sample.size());
+  }
+
+  /// Mean over the scored samples (all by default) of the mean answer-token
+  /// log-probability.
   double evaluate(const HeadMask& mask) { return evaluate(mask, EvaluationHint{}); }
 
   /// As evaluate(mask), reusing cached residual streams (see the file comment).
   double evaluate(const HeadMask& mask, const EvaluationHint& hint) {
-    return mean(sample_scores(mask, hint));
+    std::vector<double> v;
+    for (const auto& s : sample_scores(mask, hint)) v.push_back(s.mean_logprob);
+    return reduce(v);
   }
 
   std::vector<double> evaluate_batch(std::span<const HeadMask> masks) {
@@ -111,7 +151,8 @@ class TransformerEvaluator {
     return out;
   }
 
-  /// The teacher-forced score of every calibration sample under `mask`.
+  /// The teacher-forced score of every scored sample (sample_range(), in
+  /// order) under `mask`.
   std::vector<tasks::AnswerScore> sample_scores(const HeadMask& mask, const EvaluationHint& hint = {}) {
     if (!(mask.layout() == layout_))
       throw invalid_argument("mask layout does not match the model's", "TransformerEvaluator::evaluate");
@@ -125,9 +166,9 @@ class TransformerEvaluator {
     std::vector<std::vector<typename B::Residual>> saved(
         static_cast<std::size_t>(std::max(0, save_to - start)));
     std::vector<tasks::AnswerScore> scores;
-    scores.reserve(inputs_.size());
-    for (std::size_t s = 0; s < inputs_.size(); ++s) {
-      typename B::Residual x = cached ? (*cached)[s] : backend_->embed(inputs_[s].tokens);
+    scores.reserve(end_ - begin_);
+    for (std::size_t s = begin_; s < end_; ++s) {
+      typename B::Residual x = cached ? (*cached)[s - begin_] : backend_->embed(inputs_[s].tokens);
       int layer = start;
       for (int k = start + 1; k <= save_to; ++k) {
         backend_->run_layers(x, layer, k, win);
@@ -142,8 +183,8 @@ class TransformerEvaluator {
       cache_.insert(mask, k, std::move(saved[static_cast<std::size_t>(k - start - 1)]), entry_bytes_);
 
     stats_.evaluations += 1;
-    stats_.layers_run += inputs_.size() * static_cast<std::size_t>(num_layers - start);
-    stats_.layers_saved += inputs_.size() * static_cast<std::size_t>(start);
+    stats_.layers_run += (end_ - begin_) * static_cast<std::size_t>(num_layers - start);
+    stats_.layers_saved += (end_ - begin_) * static_cast<std::size_t>(start);
     return scores;
   }
 
@@ -151,19 +192,14 @@ class TransformerEvaluator {
   void clear_cache() { cache_.clear(); }
 
  private:
-  static double mean(const std::vector<tasks::AnswerScore>& scores) {
-    double sum = 0;
-    for (const auto& s : scores) sum += s.mean_logprob;
-    return scores.empty() ? 0.0 : sum / static_cast<double>(scores.size());
-  }
-
   const B* backend_;
   TransformerEvaluatorOptions options_;
   HeadLayout layout_{};
   tasks::TaskSet tasks_;
   std::vector<tasks::TeacherForcing> inputs_;
   std::vector<std::vector<int>> answers_;
-  std::size_t entry_bytes_ = 0;
+  std::size_t begin_ = 0, end_ = 0;  // the scored samples
+  std::size_t entry_bytes_ = 0;      // one cache entry: the scored samples' streams at one layer
   ResidualCache<std::vector<typename B::Residual>> cache_;
   TransformerEvaluatorStats stats_;
 };

@@ -3,6 +3,10 @@
 #ifdef CONSUMER_WITH_TRANSFORMER
 #include <bosch/model/windows.hpp>
 #endif
+#ifdef CONSUMER_WITH_MPI
+#include <bosch/mpi/environment.hpp>
+#include <bosch/mpi/evaluator.hpp>
+#endif
 
 #include <iostream>
 
@@ -24,5 +28,10 @@ int main() {
   bosch::Result r = bosch::select(e, options);
   if (r.mask.count() != 4) return 1;
   std::cout << "consumer: " << r.mask.count() << " SWA heads, score " << r.score << "\n";
+#ifdef CONSUMER_WITH_MPI
+  // bosch::mpi links and its headers are installed (not run: no launcher here).
+  if (bosch::mpi::share(5, 2, 1).first != 3) return 1;
+  std::cout << "consumer: bosch::mpi " << (bosch::mpi::launched() ? "launched" : "available") << "\n";
+#endif
   return 0;
 }
