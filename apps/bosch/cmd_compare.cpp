@@ -10,13 +10,16 @@
 #include "search_options.hpp"
 #include "task_options.hpp"
 #include "mpi_session.hpp"
+#include "warm_start_options.hpp"
 
 #include <bosch/eval/compare.hpp>
 #include <bosch/io/options_json.hpp>
+#include <bosch/tasks/generate.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <deque>
 #include <iostream>
 #include <set>
 
@@ -64,6 +67,8 @@ int run_compare(int argc, char** argv) {
     SearchOptions so({"target_ratio", "variant"});
     std::string out = "comparison", ratios_text = "0.25,0.5,0.75,0.875", methods_text = "all";
     std::string layer_count = "exact";
+    std::string held_out_contexts_text;
+    WarmStartOptions wo;
     int extra_tokens = 4;
     bool no_accuracy = false, report_only = false;
     std::size_t progress_every = 0;
@@ -77,8 +82,14 @@ int run_compare(int argc, char** argv) {
                    "quality. Writes DIR/results.json after every finished (method, ratio) cell: run\n"
                    "the same command again to resume (finished cells are not recomputed). Outputs:\n"
                    "table.md, results.csv, turnover.csv, jaccard.csv, heads/<method>.svg,\n"
-                   "accuracy_vs_ratio.svg, logprob_vs_ratio.svg. Runs on the CPU backend. The BOSCH\n"
-                   "search options are those of `bosch select` (--seed also seeds RAND and RAZOR).");
+                   "accuracy_vs_ratio.svg, logprob_vs_ratio.svg, paired.csv. Every held-out figure\n"
+                   "carries its sample count and a 95% bootstrap interval over the samples;\n"
+                   "table.md also gives BOSCH minus the best other method per ratio with a paired\n"
+                   "bootstrap interval. Each method's ratios run in --ratio-order; each BOSCH search\n"
+                   "starts also from its mask at the previous ratio (--warm-start) and from the\n"
+                   "--candidates rankings. Runs on the CPU backend. The BOSCH search options are\n"
+                   "those of `bosch select` (--seed also seeds RAND and RAZOR). For published\n"
+                   "tables use at least 16 held-out samples per task (the default).");
     po::options_description what("Comparison");
     what.add_options()("out,o", po::value(&out)->default_value(out)->value_name("DIR"), "output directory")(
         "ratios", po::value(&ratios_text)->default_value(ratios_text)->value_name("LIST"),
@@ -88,6 +99,10 @@ int run_compare(int argc, char** argv) {
         "FISHER, RETRIEVAL, RAND, BME, INTR")(
         "layer-count", po::value(&layer_count)->default_value(layer_count)->value_name("exact|whole"),
         "layer heuristics: exact head count (one partial layer) or round(rho L) whole layers")(
+        "held-out-context", po::value(&held_out_contexts_text)->value_name("N[,N...]"),
+        "also score every mask on the held-out tasks at these context lengths (other than --context; "
+        "same task kinds, seeds and split): one more set of tables and plots each; may be added to a "
+        "finished comparison (stored masks are scored, not selected again)")(
         "extra-tokens", po::value(&extra_tokens)->default_value(extra_tokens)->value_name("N"),
         "held-out greedy budget: answer tokens + N")(
         "no-accuracy", flag(&no_accuracy),
@@ -97,7 +112,10 @@ int run_compare(int argc, char** argv) {
         "progress-every", po::value(&progress_every)->default_value(progress_every)->value_name("N"),
         "a search progress line every N evaluations (0 = per cell only)");
     cl.options.add(mo.describe()).add(to.describe()).add(what).add(so.describe("BOSCH search (per cell)"))
-        .add(hs.describe()).add(oo.describe());
+        .add(wo.describe(false, " (every method; the warm starts and candidates are BOSCH's; the candidates' "
+                                "rankings are shared with the ranking methods of the same name)"))
+        .add(hs.describe())
+        .add(oo.describe());
     cl.options.add(mpi_session().describe());
     cl.positional.add("model", 1);
     cl.epilog =
@@ -125,7 +143,28 @@ int run_compare(int argc, char** argv) {
     smo.progress_every = progress_every;
     smo.search_progress = [&oo](const std::string& s) { oo.info() << "  " << s << "\n"; };
     const std::set<std::string> wanted = parse_methods(methods_text);
-    to.check_model(read_model_config(mo));
+    const eval::RatioOrder ratio_order = wo.resolved_order();
+    smo.warm_start = wo.warm_start;
+    smo.candidates = wo.resolved_candidates();
+    const model::Config config = read_model_config(mo);
+    to.check_model(config);
+    // The other held-out contexts: checked like --context.
+    std::vector<int> held_out_contexts;
+    for (const auto& item : split_list(held_out_contexts_text)) {
+      const int n = parse_number<int>(item, "--held-out-context");
+      if (n < 32) throw bosch::invalid_argument("must be at least 32 tokens, got " + item, "--held-out-context");
+      if (n == suite.context_length)
+        throw bosch::invalid_argument(item + " is the calibration context (--context), whose held-out set is always "
+                                             "scored",
+                                      "--held-out-context");
+      if (static_cast<long long>(eo.window) + eo.sinks >= n)
+        throw bosch::invalid_argument("window " + std::to_string(eo.window) + " plus " + std::to_string(eo.sinks) +
+                                          " sinks must be less than every held-out context, got " + item,
+                                      "--held-out-context");
+      check_trained_context(n, config, to.allow_long_context, "--held-out-context");
+      if (std::find(held_out_contexts.begin(), held_out_contexts.end(), n) == held_out_contexts.end())
+        held_out_contexts.push_back(n);
+    }
 
     // ---- the run ---------------------------------------------------------------------
     const auto t0 = std::chrono::steady_clock::now();
@@ -145,7 +184,20 @@ int run_compare(int argc, char** argv) {
     ReportOptions ro;
     ro.accuracy = !no_accuracy;
     ro.extra_new_tokens = extra_tokens;
-    const auto scorer = eval::held_out_scorer(backend, model.tokenizer, task_suite.held_out, eo.window, eo.sinks, ro);
+    // The held-out sets: the calibration context's, then the other contexts'.
+    std::vector<eval::HeldOutSet> sets;
+    sets.push_back({"context=" + std::to_string(suite.context_length),
+                    "held-out, context " + std::to_string(suite.context_length) + " (the calibration context)",
+                    eval::held_out_scorer(backend, model.tokenizer, task_suite.held_out, eo.window, eo.sinks, ro)});
+    std::deque<tasks::TaskSet> other_sets;  // stable addresses for the scorers
+    for (int n : held_out_contexts) {
+      TaskSuiteOptions at = suite;
+      at.context_length = n;
+      other_sets.push_back(tasks::generate(suite_specs(at, tasks::Split::held_out), model.tokenizer));
+      oo.info() << "held-out at context " << n << ": " << other_sets.back().samples.size() << " samples\n";
+      sets.push_back({"context=" + std::to_string(n), "held-out, context " + std::to_string(n),
+                      eval::held_out_scorer(backend, model.tokenizer, other_sets.back(), eo.window, eo.sinks, ro)});
+    }
 
     eval::ComparisonOptions co;
     co.ratios = ratios;
@@ -154,24 +206,31 @@ int run_compare(int argc, char** argv) {
     co.compute_missing = !report_only;
     co.write_results = mpi_session().root();
     co.after_load = [] { mpi_session().barrier(); };
+    co.ratio_order = ratio_order;
+    ro.bootstrap = co.bootstrap;
+    nlohmann::json candidate_names = nlohmann::json::array();
+    for (auto m : smo.candidates) candidate_names.push_back(std::string(eval::to_string(m)));
     co.run = {{"model", model.config.name},
-               {"model_fingerprint", model.fingerprint},
-               {"window", eo.window},
-               {"sinks", eo.sinks},
-               {"suite", to_json(suite)},
-               {"search", compare_search_identity(search)},
-               {"rankings", hs.to_json()},
-               {"layer_count", layer_count},
-               {"held_out", {{"accuracy", !no_accuracy}, {"extra_tokens", extra_tokens}}}};
-    const auto result = eval::run_comparison(methods, scorer, evaluator.layout(), co,
+              {"model_fingerprint", model.fingerprint},
+              {"window", eo.window},
+              {"sinks", eo.sinks},
+              {"suite", to_json(suite)},
+              {"search", compare_search_identity(search)},
+              {"rankings", hs.to_json()},
+              {"layer_count", layer_count},
+              {"held_out", {{"accuracy", !no_accuracy}, {"extra_tokens", extra_tokens}}},
+              {"ratio_order", eval::to_string(ratio_order)},
+              {"warm_start", wo.warm_start},
+              {"candidates", candidate_names}};
+    const auto result = eval::run_comparison(methods, sets, evaluator.layout(), co,
                                              [&oo](const std::string& s) { oo.info() << s << "\n"; });
     if (!mpi_session().root()) return exit_success;
     eval::write_comparison_outputs(result, co);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << eval::comparison_markdown(result, co);
-    oo.info() << "wrote " << out << "/ (table.md, results.json, results.csv, turnover.csv, jaccard.csv, heads/, "
-              << "plots): " << result.computed << " cells computed, " << result.resumed << " resumed, " << seconds
-              << " s\n";
+    oo.info() << "wrote " << out << "/ (table.md, results.json, results.csv, paired.csv, turnover.csv, jaccard.csv, "
+              << "heads/, plots): " << result.computed << " cells computed, " << result.resumed << " resumed ("
+              << result.rescored << " scored on a new held-out set), " << seconds << " s\n";
     return exit_success;
   });
 }

@@ -8,11 +8,13 @@
 #include "mask_files.hpp"
 #include "model_options.hpp"
 #include "progress.hpp"
+#include "ratio_runs.hpp"
 #include "search_options.hpp"
 #include "signals.hpp"
 #include "task_options.hpp"
 #include "test_hooks.hpp"
 #include "mpi_session.hpp"
+#include "warm_start_options.hpp"
 
 #include <bosch/bosch.hpp>
 #include <bosch/eval/report.hpp>
@@ -21,9 +23,12 @@
 #include <bosch/io/file_lock.hpp>
 #include <bosch/io/svg.hpp>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 namespace bosch::cli {
@@ -87,46 +92,60 @@ int run_select(int argc, char** argv) {
     TaskOptions to;
     OutputOptions oo;
     SearchOptions so;
-    std::string out = "mask.json", format, checkpoint, log, svg;
+    WarmStartOptions wo;
+    std::string out = "mask.json", format, checkpoint, log, svg, ratios_text;
     bool resume = false, report = false;
     std::size_t checkpoint_every = 1, progress_every = 1;
 
-    CommandLine cl("select", "bosch select [options] --model MODEL [--ratio R] [-o OUT]",
+    CommandLine cl("select", "bosch select [options] --model MODEL [--ratio R | --ratios LIST] [-o OUT]",
                    "Choose which KV heads of MODEL become sliding-window (SWA) heads with BOSCH\n"
                    "(layer probes, adaptive per-layer ratios, grouped head selection), scoring\n"
                    "each candidate mask on long-context calibration tasks, and write the mask.\n"
+                   "The search may also start from given masks (--init) and cheap built-in\n"
+                   "rankings (--candidates). --ratios runs several ratios in order, each also\n"
+                   "starting from its neighbour's mask, and writes one mask per ratio.\n"
                    "Progress goes to stderr. Ctrl-C (or SIGTERM) stops after the current\n"
                    "evaluation, writes the checkpoint and exits 130 (143); run the same command\n"
                    "with --resume to continue to the same mask as an uninterrupted run.");
     po::options_description files("Files");
     files.add_options()("out,o", po::value(&out)->default_value(out)->value_name("FILE"),
-                        "mask file to write ('-' = stdout)")(
+                        "mask file to write ('-' = stdout); with --ratios one file per ratio, named with "
+                        "-RATIO before the extension (mask.json -> mask-0.25.json)")(
         "format", po::value(&format)->value_name("json|tsv|grid"),
         "mask format (default: by the extension of --out; json otherwise for '-')")(
         "checkpoint", po::value(&checkpoint)->value_name("FILE"),
-        "checkpoint file (default OUT.checkpoint, removed after a successful run)")(
+        "checkpoint file (default OUT.checkpoint, removed after a successful run; with --ratios one per "
+        "ratio, named like the masks)")(
         "checkpoint-every", po::value(&checkpoint_every)->default_value(checkpoint_every)->value_name("N"),
         "write the checkpoint every N evaluations (and always when stopping); 1 = a crash, even SIGKILL, "
         "loses no finished evaluation")(
-        "resume", flag(&resume), "continue from the checkpoint of an interrupted run")(
+        "resume", flag(&resume), "continue from the checkpoint(s) of an interrupted run")(
         "log", po::value(&log)->value_name("FILE"),
         "JSON-lines log, one record per evaluation (index, stage, score, swa, seconds, mask)")(
         "svg", po::value(&svg)->value_name("FILE"), "SVG head map of the chosen mask (layers x KV heads)")(
         "report", flag(&report),
-        "afterwards, print held-out scores of all-full, all-SWA and the chosen mask on stdout");
+        "afterwards, print held-out scores (with 95% bootstrap intervals) of all-full, all-SWA and the "
+        "chosen mask on stdout");
+    po::options_description several("Several ratios");
+    several.add_options()("ratios", po::value(&ratios_text)->value_name("LIST"),
+                          "select at each of these SWA ratios (instead of --ratio), in --ratio-order, one mask "
+                          "file per ratio; prints the head-set turnover between consecutive ratios");
     po::options_description progress("Progress");
     progress.add_options()("progress-every",
                            po::value(&progress_every)->default_value(progress_every)->value_name("N"),
                            "a progress line every N evaluations");
-    cl.options.add(mo.describe()).add(to.describe()).add(so.describe()).add(files).add(oo.describe()).add(progress);
+    cl.options.add(mo.describe()).add(to.describe()).add(so.describe()).add(several)
+        .add(wo.describe(true, " (with --ratios)")).add(files).add(oo.describe()).add(progress);
     test_hooks::add_options(cl.hidden);
     cl.options.add(mpi_session().describe());
     if (test_hooks::enabled()) cl.hidden.add(mpi_session().describe_hidden());
     cl.positional.add("model", 1);
     cl.epilog =
-        "Example:\n"
+        "Examples:\n"
         "  bosch select -m SmolLM2-135M-Instruct.Q4_1.gguf --ratio 0.5 --window 128 \\\n"
-        "      --context 1024 -o mask.json --svg mask.svg --log evals.jsonl\n";
+        "      --context 1024 -o mask.json --svg mask.svg --log evals.jsonl\n"
+        "  bosch select -m SmolLM2-135M-Instruct.Q4_1.gguf --ratios 0.25,0.5,0.75 --candidates cheap \\\n"
+        "      --init my-mask.json -o mask.json     # mask-0.25.json, mask-0.5.json, mask-0.75.json\n";
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
@@ -138,21 +157,37 @@ int run_select(int argc, char** argv) {
     const MaskFormat out_format =
         out == "-" && format.empty() ? MaskFormat::json : mask_format(out, format, "--format");
     test_hooks::check();
-    const bool default_checkpoint = checkpoint.empty();
-    if (default_checkpoint) checkpoint = (out == "-" ? std::string("bosch-select") : out) + ".checkpoint";
-    check_output_path(out, "--out");
-    check_output_path(checkpoint, default_checkpoint ? "--out" : "--checkpoint");
-    check_output_path(log, "--log");
-    check_output_path(svg, "--svg");
-    to.check_model(read_model_config(mo));
-    const std::string identity_path = checkpoint + ".run.json";
+    const bool multi = given(vm, "ratios");
+    std::vector<double> ratios{options.target_ratio};
+    if (multi) {
+      if (given(vm, "ratio")) throw usage_error("--ratio and --ratios exclude each other");
+      ratios = SearchOptions::parse_ratios(ratios_text, "--ratios");
+      std::sort(ratios.begin(), ratios.end());
+      ratios.erase(std::unique(ratios.begin(), ratios.end()), ratios.end());
+      if (out == "-") throw usage_error("--ratios writes one mask file per ratio: give --out FILE, not '-'");
+    }
+    const eval::RatioOrder order = wo.resolved_order();
+    if (order == eval::RatioOrder::descending) std::reverse(ratios.begin(), ratios.end());
+    const std::vector<eval::Method> candidate_methods = wo.resolved_candidates();
+
+    std::vector<RatioFiles> runs = ratio_files(ratios, multi, out, checkpoint, log, svg);
+    const model::Config config = read_model_config(mo);
+    to.check_model(config);
+    // The user's masks, checked against the model's layout before it is loaded.
+    const std::vector<InitMask> init = wo.read_init(config.layout());
     // One run per checkpoint: a second one would overwrite the first's checkpoint.
     // Only rank 0 of an MPI run locks, reads and writes files (mpi_session.hpp).
-    std::optional<io::FileLock> checkpoint_lock;
-    if (mpi_session().root()) checkpoint_lock.emplace(checkpoint + ".lock", "checkpoint '" + checkpoint + "'");
-    if (resume && mpi_session().root() && !std::filesystem::exists(checkpoint))
-      throw runtime_failure("--resume: no checkpoint at '" + checkpoint +
-                            "' (give the --checkpoint or --out of the interrupted run)");
+    if (mpi_session().root()) {
+      for (auto& f : runs)
+        f.lock = std::make_unique<io::FileLock>(f.checkpoint + ".lock", "checkpoint '" + f.checkpoint + "'");
+      if (resume) {
+        bool any = false;
+        for (auto& f : runs) any = any || (f.resume = std::filesystem::exists(f.checkpoint));
+        if (!any || (!multi && !runs.front().resume))
+          throw runtime_failure("--resume: no checkpoint at '" + runs.front().checkpoint +
+                                "' (give the --checkpoint or --out of the interrupted run)");
+      }
+    }
 
     // ---- model and tasks ------------------------------------------------------------
     const model::Model model = load_model(mo, oo);
@@ -164,98 +199,160 @@ int run_select(int argc, char** argv) {
                                                          ? ""
                                                          : "\n");
 
-    // The run's identity beside the checkpoint: a resumed run must score masks
+    // The run's identity beside each checkpoint: a resumed run must score masks
     // the same way (same model, windows and tasks), which the checkpoint alone
     // (search options only) cannot tell.
-    const nlohmann::json identity = run_identity(model, eval_options, suite);
-    if (!mpi_session().root()) {
-      // Other ranks of an MPI run: rank 0 checks and writes the identity.
-    } else if (resume) {
-      check_resume_identity(identity_path, identity, oo);
-    } else {
-      io::write_file_atomic(identity_path, identity.dump(2) + "\n");
+    nlohmann::json identity = run_identity(model, eval_options, suite);
+    if (multi) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& f : runs) list.push_back(f.rho);
+      identity["ratio_run"] = {{"ratios", list}, {"order", wo.ratio_order}, {"warm_start", wo.warm_start}};
     }
 
-    // ---- the search --------------------------------------------------------------------------
+    // ---- the searches ------------------------------------------------------------------
     mo.gpu = mpi_session().gpu(mo.gpu, given(vm, "gpu"));
     return with_backend(model, mo, [&](const auto& backend) -> int {
       TransformerEvaluator evaluator(backend, tasks.calibration, eval_options);
       const HeadLayout layout = evaluator.layout();
-      oo.info() << "search: " << to_string(options.variant) << " variant, ratio " << options.target_ratio
-                << " -> " << target_count(layout, options.target_ratio) << " of " << layout.size()
-                << " KV heads, window " << eval_options.window << ", sinks " << eval_options.sinks
-                << (resume ? ", resuming from " + checkpoint : std::string()) << "\n";
+      eval::HeadScoreOptions hso;
+      hso.window = eval_options.window;
+      hso.sinks = eval_options.sinks;
+      hso.seed = options.seed;
+      const std::vector<Candidate> candidates =
+          compute_candidates(candidate_methods, backend, evaluator, model, mo, hso, oo);
 
-      EvaluationLogWriter log_cb(log, checkpoint_every);
-      Result result;
-      int stop_sig = 0, stop_exit = 0;
-      {
-        // Signals stop the search cleanly only while it runs; afterwards (held-out
-        // report, writing files) they have their usual effect.
-        SignalGuard guard;
-        CliProgress progress_cb(oo.verbosity(), progress_every);
-        Checkpoint checkpoint_cb(checkpoint, checkpoint_every,
-                                 resume ? Checkpoint::resume : Checkpoint::start);
-        test_hooks::Callback hooks;
-        StopOnSignal stop;
-        result = run_select(oo.info(), evaluator, options, progress_cb, checkpoint_cb, log_cb, hooks, stop);
-        stop_sig = SignalGuard::received();
-        stop_exit = SignalGuard::exit_code();
-      }
-
-      if (!mpi_session().root()) return stop_sig != 0 && result.stopped ? stop_exit : exit_success;
-      if (stop_sig != 0 && result.stopped) {
-        std::cerr << "bosch select: interrupted by " << (stop_sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
-                  << result.evaluations << " evaluations; checkpoint written to " << checkpoint
-                  << "\nbosch select: resume with: " << resume_command(argc, argv) << "\n";
-        return stop_exit;
-      }
-
-      // ---- outputs --------------------------------------------------------------------
-      nlohmann::json meta = mask_metadata(model, options, result, eval_options, suite);
-      std::vector<ReportRow> rows;
-      if (report && !tasks.held_out.samples.empty()) {
-        ReportOptions ro;
-        ro.extra_new_tokens = 4;
-        const HeadMask full(layout), swa = HeadMask::filled(layout, true);
-        for (const auto& [name, mask] :
-             {std::pair<const char*, const HeadMask*>{"all-full", &full}, {"all-SWA", &swa},
-              {"BOSCH", &result.mask}}) {
-          oo.info() << "held-out: scoring " << name << "\n";
-          rows.push_back({name, mask->count(),
-                          evaluate_held_out(backend, model.tokenizer, tasks.held_out,
-                                            evaluator.windows(*mask), ro)});
+      std::vector<ReportRow> references;
+      std::vector<std::pair<double, Result>> done;  // in run order
+      done.reserve(runs.size());                     // `previous` points into it
+      const HeadMask* previous = nullptr;
+      double previous_ratio = 0;
+      for (auto& f : runs) {
+        Options o = options;
+        o.target_ratio = f.rho;
+        for (const auto& i : init) o.initial_masks.push_back(i.mask);
+        for (auto& m : candidate_masks(candidates, f.rho)) o.initial_masks.push_back(std::move(m));
+        const bool from_previous = multi && wo.warm_start && previous != nullptr;
+        if (from_previous) o.initial_masks.push_back(*previous);
+        if (!mpi_session().root()) {
+          // Other ranks of an MPI run: rank 0 checks and writes the identity.
+        } else if (f.resume) {
+          check_resume_identity(f.identity, identity, oo);
+        } else {
+          io::write_file_atomic(f.identity, identity.dump(2) + "\n");
         }
-        meta["held_out"] = to_json(rows.back().report);
-      }
-      write_mask_file(out, out_format, result.mask, meta);
-      if (!svg.empty()) {
-        std::ostringstream title;
-        title << (model.config.name.empty() ? model.source.filename().string() : model.config.name)
-              << ": " << result.mask.count() << " of " << result.mask.size() << " KV heads SWA (w "
-              << eval_options.window << ")";
-        io::write_svg(svg, io::head_map_svg(result.mask, title.str()));
-      }
-      log_cb.write(result.log);
-      if (default_checkpoint) {
-        std::error_code ec;
-        std::filesystem::remove(checkpoint, ec);
-        std::filesystem::remove(identity_path, ec);
-        checkpoint_lock->release(/*remove_file=*/true);
+        oo.info() << "search: " << to_string(o.variant) << " variant, ratio " << o.target_ratio << " -> "
+                  << target_count(layout, o.target_ratio) << " of " << layout.size() << " KV heads, window "
+                  << eval_options.window << ", sinks " << eval_options.sinks;
+        if (!o.initial_masks.empty()) oo.info() << ", " << o.initial_masks.size() << " warm-start masks";
+        oo.info() << (f.resume ? ", resuming from " + f.checkpoint : std::string()) << "\n";
+
+        EvaluationLogWriter log_cb(f.log, checkpoint_every);
+        Result result;
+        int stop_sig = 0, stop_exit = 0;
+        {
+          // Signals stop the search cleanly only while it runs; afterwards (held-out
+          // report, writing files) they have their usual effect.
+          SignalGuard guard;
+          CliProgress progress_cb(oo.verbosity(), progress_every);
+          Checkpoint checkpoint_cb(f.checkpoint, checkpoint_every, f.resume ? Checkpoint::resume : Checkpoint::start);
+          test_hooks::Callback hooks;
+          StopOnSignal stop;
+          result = run_select(oo.info(), evaluator, o, progress_cb, checkpoint_cb, log_cb, hooks, stop);
+          stop_sig = SignalGuard::received();
+          stop_exit = SignalGuard::exit_code();
+        }
+        if (!mpi_session().root()) {
+          // Other ranks: the same result as rank 0, which writes the outputs.
+          if (stop_sig != 0 && result.stopped) return stop_exit;
+          done.emplace_back(f.rho, std::move(result));
+          previous = &done.back().second.mask;
+          previous_ratio = f.rho;
+          continue;
+        }
+        if (stop_sig != 0 && result.stopped) {
+          std::cerr << "bosch select: interrupted by " << (stop_sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
+                    << result.evaluations << " evaluations" << (multi ? " at ratio " + ratio_text(f.rho) : "")
+                    << "; checkpoint written to " << f.checkpoint
+                    << "\nbosch select: resume with: " << resume_command(argc, argv) << "\n";
+          return stop_exit;
+        }
+
+        // ---- outputs of this ratio --------------------------------------------------------
+        nlohmann::json meta = mask_metadata(model, o, result, eval_options, suite);
+        meta["warm_start"] = warm_start_metadata(init, candidates, from_previous ? previous : nullptr,
+                                                 previous_ratio, result);
+        if (multi) {
+          nlohmann::json list = nlohmann::json::array();
+          for (const auto& g : runs) list.push_back(g.rho);
+          meta["ratio_run"] = {{"ratios", list},
+                               {"order", order == eval::RatioOrder::ascending ? "up" : "down"},
+                               {"warm_start", wo.warm_start}};
+          if (previous != nullptr) {
+            const bool up = previous_ratio < f.rho;
+            const HeadMask& lo = up ? *previous : result.mask;
+            const HeadMask& hi = up ? result.mask : *previous;
+            meta["ratio_run"]["previous_ratio"] = previous_ratio;
+            meta["ratio_run"]["turnover_from_previous"] = turnover(lo, hi);
+            meta["ratio_run"]["jaccard_from_previous"] = jaccard_distance(lo, hi);
+          }
+        }
+        std::vector<ReportRow> rows;
+        if (report && !tasks.held_out.samples.empty()) {
+          ReportOptions ro;
+          ro.extra_new_tokens = 4;
+          auto score = [&](const char* name, const HeadMask& mask) {
+            oo.info() << "held-out: scoring " << name << "\n";
+            return ReportRow{name, mask.count(),
+                             evaluate_held_out(backend, model.tokenizer, tasks.held_out, evaluator.windows(mask), ro)};
+          };
+          if (references.empty()) {
+            references.push_back(score("all-full", HeadMask(layout)));
+            references.push_back(score("all-SWA", HeadMask::filled(layout, true)));
+          }
+          rows = references;
+          rows.push_back(score("BOSCH", result.mask));
+          meta["held_out"] = to_json(rows.back().report, false);
+        }
+        write_mask_file(f.out, out_format, result.mask, meta);
+        if (!f.svg.empty()) {
+          std::ostringstream title;
+          title << (model.config.name.empty() ? model.source.filename().string() : model.config.name) << ": "
+                << result.mask.count() << " of " << result.mask.size() << " KV heads SWA (w " << eval_options.window
+                << ")";
+          io::write_svg(f.svg, io::head_map_svg(result.mask, title.str()));
+        }
+        log_cb.write(result.log);
+
+        oo.info() << "SWA heads (S) per layer, layer 0 first:\n" << to_grid(result.mask);
+        oo.info() << "wrote " << (f.out == "-" ? std::string("the mask to stdout") : f.out) << " ("
+                  << to_string(out_format) << "): " << result.mask.count() << " of " << result.mask.size()
+                  << " KV heads SWA, score " << result.score << " (normalized " << result.normalized_score << "), "
+                  << result.evaluations << " evaluations"
+                  << (result.replayed ? " (" + std::to_string(result.replayed) + " replayed)" : std::string())
+                  << "\n";
+        if (!rows.empty()) {
+          std::ostream& rep = f.out == "-" ? std::cerr : std::cout;  // stdout may hold the mask
+          rep << "held-out (" << tasks.held_out.samples.size() << " samples"
+              << (multi ? ", ratio " + ratio_text(f.rho) : std::string())
+              << "): mean answer log-prob, its exponent, greedy accuracy, exact match\n";
+          print_report(rep, rows, oo.verbosity() == Verbosity::verbose);
+        }
+        done.emplace_back(f.rho, std::move(result));
+        previous = &done.back().second.mask;
+        previous_ratio = f.rho;
+        // A single run's default checkpoint goes now; several ratios keep theirs
+        // until the last one is done (a resume replays the finished ones to get
+        // the neighbours' masks back, at no evaluation).
+        if (!multi && f.default_checkpoint) remove_checkpoint(f);
       }
 
-      oo.info() << "SWA heads (S) per layer, layer 0 first:\n" << to_grid(result.mask);
-      oo.info() << "wrote " << (out == "-" ? std::string("the mask to stdout") : out) << " ("
-                << to_string(out_format) << "): " << result.mask.count() << " of "
-                << result.mask.size() << " KV heads SWA, score " << result.score << " (normalized "
-                << result.normalized_score << "), " << result.evaluations << " evaluations"
-                << (result.replayed ? " (" + std::to_string(result.replayed) + " replayed)" : std::string())
-                << "\n";
-      if (!rows.empty()) {
-        std::ostream& rep = out == "-" ? std::cerr : std::cout;  // stdout may hold the mask
-        rep << "held-out (" << tasks.held_out.samples.size()
-            << " samples): mean answer log-prob, its exponent, greedy accuracy, exact match\n";
-        print_report(rep, rows, oo.verbosity() == Verbosity::verbose);
+      if (!mpi_session().root()) return exit_success;
+      if (multi) {
+        std::vector<std::pair<double, const Result*>> results;
+        for (const auto& [rho, r] : done) results.emplace_back(rho, &r);
+        print_ratio_summary(std::cout, results, order == eval::RatioOrder::ascending ? "up" : "down", wo.warm_start);
+        for (auto& f : runs)
+          if (f.default_checkpoint) remove_checkpoint(f);
       }
       return exit_success;
     });

@@ -8,39 +8,53 @@
 
 namespace bosch::cli {
 
-nlohmann::json to_json(const TaskScore& t) {
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-  return nlohmann::json{{"task", t.task},
-                        {"samples", t.samples},
-                        {"mean_logprob", num(t.mean_logprob)},
-                        {"probability", num(t.probability)},
-                        {"accuracy", num(t.accuracy)},
-                        {"exact", num(t.exact)}};
+namespace {
+
+/// "v [low, high]" in a fixed width (the interval blank when unknown).
+std::string value_ci(const char* f, double v, const eval::Interval& ci) {
+  char buf[96];
+  if (!std::isfinite(v)) return "-";
+  std::string s;
+  std::snprintf(buf, sizeof buf, f, v);
+  s = buf;
+  if (ci.valid()) {
+    s += " [";
+    std::snprintf(buf, sizeof buf, f, ci.low);
+    s += buf;
+    s += ", ";
+    std::snprintf(buf, sizeof buf, f, ci.high);
+    s += buf;
+    s += "]";
+  }
+  return s;
 }
 
-nlohmann::json to_json(const HeldOutReport& r) {
-  nlohmann::json per = nlohmann::json::array();
-  for (const auto& t : r.per_task) per.push_back(to_json(t));
-  return nlohmann::json{{"all", to_json(r.all)}, {"per_task", per}};
-}
+}  // namespace
 
-void print_report(std::ostream& out, const std::vector<ReportRow>& rows, bool per_task) {
-  char buf[200];
+void print_report(std::ostream& out, const std::vector<ReportRow>& rows, bool per_task,
+                  const eval::BootstrapOptions& bootstrap) {
+  char buf[400];
   auto line = [&](const std::string& name, std::size_t heads, const TaskScore& t) {
-    std::snprintf(buf, sizeof buf, "  %-18s %5zu %7d %10.4f %8.4f %8.3f %8.3f\n", name.c_str(), heads,
-                  t.samples, t.mean_logprob, t.probability, t.accuracy, t.exact);
+    std::snprintf(buf, sizeof buf, "  %-18s %5zu %7d  %-27s %7.4f  %-21s %-21s\n", name.c_str(), heads, t.samples,
+                  value_ci("%.4f", t.mean_logprob, t.logprob_ci).c_str(), t.probability,
+                  value_ci("%.3f", t.accuracy, t.accuracy_ci).c_str(), value_ci("%.3f", t.exact, t.exact_ci).c_str());
     out << buf;
   };
-  std::snprintf(buf, sizeof buf, "  %-18s %5s %7s %10s %8s %8s %8s\n", "mask", "SWA", "samples",
-                "log-prob", "prob", "accuracy", "exact");
+  std::snprintf(buf, sizeof buf, "  %-18s %5s %7s  %-27s %7s  %-21s %-21s\n", "mask", "SWA", "samples",
+                "log-prob [95% CI]", "prob", "accuracy [95% CI]", "exact [95% CI]");
   out << buf;
   for (const auto& r : rows) line(r.name, r.swa_heads, r.report.all);
-  if (!per_task || rows.empty()) return;
-  for (std::size_t k = 0; k < rows.front().report.per_task.size(); ++k) {
-    out << "\n  task " << rows.front().report.per_task[k].task << ":\n";
-    for (const auto& r : rows)
-      if (k < r.report.per_task.size()) line(r.name, r.swa_heads, r.report.per_task[k]);
-  }
+  if (per_task && !rows.empty())
+    for (std::size_t k = 0; k < rows.front().report.per_task.size(); ++k) {
+      out << "\n  task " << rows.front().report.per_task[k].task << ":\n";
+      for (const auto& r : rows)
+        if (k < r.report.per_task.size()) line(r.name, r.swa_heads, r.report.per_task[k]);
+    }
+  std::snprintf(buf, sizeof buf,
+                "  [low, high]: %g%% percentile bootstrap interval over the samples (%zu resamples, fixed seed; "
+                "overall figures resampled within each task)\n",
+                100.0 * bootstrap.level, bootstrap.resamples);
+  out << buf;
 }
 
 }  // namespace bosch::cli

@@ -2,11 +2,10 @@
 #pragma once
 
 /// @file apps/bosch/held_out_report.hpp
-/// Held-out scores of several masks as a table and as JSON.
+/// Held-out scores of several masks as a table (JSON: bosch::to_json of
+/// eval/report.hpp).
 
 #include <bosch/eval/report.hpp>
-
-#include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <ostream>
@@ -22,13 +21,10 @@ struct ReportRow {
   HeldOutReport report;
 };
 
-/// {"task", "samples", "mean_logprob", "probability", "accuracy", "exact"} (NaN -> null).
-nlohmann::json to_json(const TaskScore& t);
-/// {"all": to_json(all), "per_task": [...]}.
-nlohmann::json to_json(const HeldOutReport& r);
-
-/// A fixed-width table: one line per row (overall scores), then, with
-/// `per_task`, one block per task.
-void print_report(std::ostream& out, const std::vector<ReportRow>& rows, bool per_task);
+/// A fixed-width table: one line per row (overall scores: sample count, each
+/// mean with its bootstrap interval), then, with `per_task`, one block per
+/// task; a closing line says what the intervals are.
+void print_report(std::ostream& out, const std::vector<ReportRow>& rows, bool per_task,
+                  const eval::BootstrapOptions& bootstrap = {});
 
 }  // namespace bosch::cli

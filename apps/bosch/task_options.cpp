@@ -19,7 +19,8 @@ po::options_description TaskOptions::describe() {
       "samples,n", po::value(&samples)->default_value(samples)->value_name("N"),
       "calibration samples per task (the search's objective)")(
       "held-out-samples", po::value(&held_out_samples)->default_value(held_out_samples)->value_name("N"),
-      "held-out samples per task (for reports)")(
+      "held-out samples per task (reports: each figure with a 95% bootstrap interval over them; "
+      "use at least 16 for published tables)")(
       "chat", flag(&chat), "wrap prompts in the ChatML template (instruct models)")(
       "task-seed", po::value(&task_seed)->default_value(task_seed)->value_name("N"),
       "seed of the task generator")(

@@ -127,7 +127,7 @@ nlohmann::json PyTransformerEvaluator::held_out(const HeadMask& mask, const Repo
   std::lock_guard lock(impl_->mutex);
   if (!impl_->held_out_tasks)
     impl_->held_out_tasks = tasks::generate(suite_specs(suite_, tasks::Split::held_out), model_.tokenizer);
-  return held_out_json(impl_->held_out(model_, *impl_->held_out_tasks, mask, options));
+  return bosch::to_json(impl_->held_out(model_, *impl_->held_out_tasks, mask, options));
 }
 
 nlohmann::json PyTransformerEvaluator::metadata(const Options& options, const Result& result) const {

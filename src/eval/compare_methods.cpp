@@ -7,8 +7,12 @@
 #include <bosch/error.hpp>
 #include <bosch/eval/compare.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,7 +54,85 @@ struct SharedEvaluator {
   }
 };
 
+
+/// Ranking scores shared by the ranking methods and the BOSCH variants'
+/// candidates: whichever needs a ranking first computes it.
+struct RankingCache {
+  std::map<Method, HeadScores> scores;
+  const HeadScores& get(Method m, const std::function<HeadScores()>& compute) {
+    auto it = scores.find(m);
+    if (it == scores.end()) it = scores.emplace(m, compute()).first;
+    return it->second;
+  }
+};
+
+MethodSetup setup_of(const HeadScores& s) {
+  MethodSetup setup;
+  setup.evaluations = s.evaluations;
+  setup.forwards = s.forwards;
+  setup.note = s.note;
+  setup.seconds = s.seconds;
+  setup.state = to_json(s);
+  return setup;
+}
+
 }  // namespace
+
+HeadScores compute_ranking(Method method, const cpu::Backend& backend, TransformerEvaluator<cpu::Backend>& evaluator,
+                           const HeadScoreOptions& options) {
+  if (method == Method::proxy)
+    return proxy_scores(evaluator, static_cast<double>(evaluator.tasks().samples.size()));
+  return compute_head_scores(method, backend, evaluator.tasks(), options);
+}
+
+std::vector<Method> cheap_candidates() { return {Method::dcam, Method::apl, Method::qada, Method::razor}; }
+
+std::vector<Method> parse_candidates(std::string_view list, const std::string& option) {
+  std::vector<Method> out;
+  auto add = [&out](Method m) {
+    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+  };
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string name(list.substr(pos, comma - pos));
+    pos = comma + 1;
+    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    std::string lower = name;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower.empty() || lower == "none") continue;
+    if (lower == "cheap") {
+      for (Method m : cheap_candidates()) add(m);
+      continue;
+    }
+    try {
+      add(parse_method(name));
+    } catch (const invalid_argument&) {
+      throw invalid_argument("unknown candidate '" + name + "' (expected none, cheap or rankings: DCAM, APL, QADA, "
+                             "RAZOR, PROXY, FISHER, RETRIEVAL)",
+                             option);
+    }
+  }
+  return out;
+}
+
+nlohmann::json warm_start_summary(const Result& r) {
+  nlohmann::json evaluated = nlohmann::json::array();
+  double best = std::numeric_limits<double>::quiet_NaN();
+  bool result_is_seed = false;
+  for (const auto& e : r.log) {
+    if (e.stage != Stage::seeds) continue;
+    evaluated.push_back({{"swa", e.mask.count()}, {"score", nan_null(e.score)}});
+    if (std::isnan(best) || e.score > best) best = e.score;
+    result_is_seed = result_is_seed || e.mask == r.mask;
+  }
+  return {{"seeds", r.stage_evaluations[static_cast<std::size_t>(Stage::seeds)]},
+          {"evaluated", evaluated},
+          {"best_seed_score", nan_null(best)},
+          {"result_is_seed", result_is_seed}};
+}
 
 std::string variant_method_name(Variant variant) {
   switch (variant) {
@@ -71,7 +153,6 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
   so.sinks = evaluator.options().sinks;
   validate(so);
   const HeadLayout layout = evaluator.layout();
-  const double samples = static_cast<double>(evaluator.tasks().samples.size());
   std::vector<ComparisonMethod> out;
   // BOSCH and PROXY score through options.scoring when it is set.
   const auto shared = std::make_shared<SharedScoring>(options.scoring);
@@ -83,16 +164,66 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
     SharedEvaluator e{evaluator.layout(), shared.get()};
     return bosch::select(e, o, progress);
   };
+  // A ranking's scores; PROXY's evaluations also go through options.scoring.
+  const auto rank = [&backend, &evaluator, shared, so](Method method) {
+    if (method == Method::proxy && shared->score_batch) {
+      SharedEvaluator e{evaluator.layout(), shared.get()};
+      return proxy_scores(e, static_cast<double>(evaluator.tasks().samples.size()));
+    }
+    return compute_ranking(method, backend, evaluator, so);
+  };
+
+  auto cache = std::make_shared<RankingCache>();
+  // The candidates' scores for the BOSCH variants' set-up: shared with the
+  // ranking methods of the same name through the cache.
+  const std::vector<Method> candidates = options.candidates;
+  auto candidate_setup = [rank, cache, candidates] {
+    MethodSetup setup;
+    setup.state = {{"candidates", nlohmann::json::object()}};
+    setup.seconds = 0;
+    std::string note;
+    for (Method c : candidates) {
+      const HeadScores& s =
+          cache->get(c, [&] { return rank(c); });
+      setup.state["candidates"][std::string(to_string(c))] = to_json(s);
+      setup.evaluations += s.evaluations;
+      setup.forwards += s.forwards;
+      setup.seconds += s.seconds;
+      note += (note.empty() ? "warm-start candidates: " : ", ") + std::string(to_string(c));
+    }
+    setup.note = note;
+    return setup;
+  };
+  auto remember_candidates = [cache](const nlohmann::json& state) {
+    if (!state.contains("candidates")) return;
+    for (auto it = state.at("candidates").begin(); it != state.at("candidates").end(); ++it) {
+      HeadScores s = head_scores_from_json(it.value(), "candidate " + it.key());
+      cache->scores.emplace(s.method, std::move(s));
+    }
+  };
 
   for (Variant v : options.variants) {
     ComparisonMethod m;
     m.name = variant_method_name(v);
     m.family = "BOSCH";
     m.select = [search, layers_run, base = options.search, sink = options.search_progress,
-                every = options.progress_every, v, layout, name = m.name](double rho, const nlohmann::json&) {
+                every = options.progress_every, v, layout, name = m.name, warm = options.warm_start,
+                quota = options.quota](double rho, const nlohmann::json& state, const CellResult* previous) {
       Options o = base;
       o.target_ratio = rho;
       o.variant = v;
+      nlohmann::json starts = nlohmann::json::array();
+      if (state.is_object() && state.contains("candidates"))
+        for (auto it = state.at("candidates").begin(); it != state.at("candidates").end(); ++it) {
+          o.initial_masks.push_back(ranking_mask(head_scores_from_json(it.value(), "candidate " + it.key()), rho, quota));
+          starts.push_back(it.key());
+        }
+      if (warm && previous != nullptr) {
+        o.initial_masks.push_back(previous->mask);
+        char buf[40];
+        std::snprintf(buf, sizeof buf, " at ratio %g", previous->ratio);
+        starts.push_back(name + buf);
+      }
       const std::size_t before = layers_run();
       LineProgress progress{name + " at rho " + std::to_string(rho), sink, every};
       const Result r = search(o, progress);
@@ -109,6 +240,10 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
                    {"layer_counts", r.layer_counts},
                    {"stopped", r.stopped},
                    {"budget_exhausted", r.budget_exhausted}};
+      if (!starts.empty()) {
+        c.details["warm_starts"] = starts;
+        c.details["warm_start"] = warm_start_summary(r);
+      }
       return c;
     };
     out.push_back(std::move(m));
@@ -118,24 +253,12 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
     ComparisonMethod m;
     m.name = std::string(to_string(method));
     m.family = "ranking";
-    m.setup = [&backend, &evaluator, shared, so, method, samples] {
-      HeadScores s;
-      if (method != Method::proxy) {
-        s = compute_head_scores(method, backend, evaluator.tasks(), so);
-      } else if (shared->score_batch) {
-        SharedEvaluator e{evaluator.layout(), shared.get()};
-        s = proxy_scores(e, samples);
-      } else {
-        s = proxy_scores(evaluator, samples);
-      }
-      MethodSetup setup;
-      setup.evaluations = s.evaluations;
-      setup.forwards = s.forwards;
-      setup.note = s.note;
-      setup.state = to_json(s);
-      return setup;
+    m.setup = [rank, method, cache] { return setup_of(cache->get(method, [&] { return rank(method); })); };
     };
-    m.select = [quota = options.quota, name = m.name](double rho, const nlohmann::json& state) {
+    m.on_setup = [cache, method, name = m.name](const nlohmann::json& state) {
+      cache->scores.emplace(method, head_scores_from_json(state, name + " scores"));
+    };
+    m.select = [quota = options.quota, name = m.name](double rho, const nlohmann::json& state, const CellResult*) {
       const HeadScores s = head_scores_from_json(state, name + " scores");
       MethodCell c;
       c.mask = ranking_mask(s, rho, quota);
@@ -151,7 +274,7 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
       ComparisonMethod m;
       m.name = name;
       m.family = "layer";
-      m.select = [f = std::move(f)](double rho, const nlohmann::json&) {
+      m.select = [f = std::move(f)](double rho, const nlohmann::json&, const CellResult*) {
         MethodCell c;
         c.mask = f(rho);
         return c;

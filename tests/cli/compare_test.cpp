@@ -44,6 +44,18 @@ TEST_CASE("select and compare list every search field of the Options table") {
     if (f.name == "initial_masks") return;
     const std::string option = option_of(f);
     INFO(option);
+    if (f.name == "initial_masks") {
+      // Masks have their own options: select reads files (--init); compare
+      // builds them per cell (--warm-start, --candidates); both take --candidates.
+      CHECK(!lists(sel.out, option));
+      CHECK(lists(sel.out, "--init"));
+      CHECK(!lists(cmp.out, "--init"));
+      for (const char* o : {"--candidates", "--ratio-order", "--warm-start"}) {
+        CHECK(lists(sel.out, o));
+        CHECK(lists(cmp.out, o));
+      }
+      return;
+    }
     CHECK(lists(sel.out, option));
     // compare sets the ratio (--ratios) and the variant (--methods) per cell.
     const bool per_cell = f.name == "target_ratio" || f.name == "variant";
@@ -117,4 +129,97 @@ TEST_CASE("compare runs BOSCH with the shared search options and records them in
   INFO(again.err);
   CHECK(again.status == 0);
   CHECK(again.err.find(" 0 cells computed, 2 resumed") != std::string::npos);
+}
+
+TEST_CASE("compare: held-out sets at other contexts, intervals everywhere, ratio order and warm starts") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  const std::vector<std::string> base{"compare", m, "--tasks", "copy", "--text-files", t, "--context", "300",
+                                      "--allow-long-context", "--window", "32", "--samples", "2",
+                                      "--held-out-samples", "3", "--ratios", "0.25,0.5", "--methods", "BOSCH,RAND",
+                                      "--probe-budget", "4", "--chunk-budget", "8", "--no-accuracy", "--threads", "1",
+                                      "--seed", "7", "-q", "-o", dir / "cmp"};
+  // Bad held-out contexts are usage errors before any work.
+  for (const auto& [value, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"300", "is the calibration context"}, {"32", "window 32 plus 0 sinks must be less"},
+           {"ten", "expected an integer"}, {"2000000", "at most"}}) {
+    INFO(value);
+    const Run bad = run(base + std::vector<std::string>{"--held-out-context", value}, dir);
+    CHECK(bad.status == 2);
+    CHECK(bad.err.find("--held-out-context: ") != std::string::npos);
+    CHECK(bad.err.find(needle) != std::string::npos);
+  }
+  CHECK(run(base + std::vector<std::string>{"--candidates", "best"}, dir).status == 2);
+
+  const Run r = run(base + std::vector<std::string>{"--held-out-context", "200"}, dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto results = read_json(dir / "cmp/results.json");
+  CHECK(results.at("run").at("ratio_order") == "ascending");
+  CHECK(results.at("run").at("warm_start") == true);
+  REQUIRE(results.at("held_out_sets").size() == 2);
+  CHECK(results.at("held_out_sets")[1].at("key") == "context=200");
+  CHECK(results.at("references").at("at").contains("context=200"));
+  std::size_t cells = 0;
+  for (const auto& c : results.at("cells")) {
+    ++cells;
+    // Both sets, with the per-sample scores and intervals.
+    const auto& q = c.at("quality");
+    CHECK(q.at("all").at("samples") == 3);
+    CHECK(q.at("samples").at("logprob").size() == 3);
+    CHECK(q.at("all").at("logprob_ci").size() == 2);
+    CHECK(c.at("quality_at").at("context=200").at("all").at("samples") == 3);
+    if (c.at("method") == "BOSCH" && c.at("ratio") == 0.5) {
+      // Run upward: 0.5 started also from BOSCH's mask at 0.25.
+      CHECK(c.at("details").at("warm_starts") == nlohmann::json::array({"BOSCH at ratio 0.25"}));
+      CHECK(c.at("details").at("warm_start").at("seeds") == 1);
+    }
+    if (c.at("method") == "BOSCH" && c.at("ratio") == 0.25) CHECK(!c.at("details").contains("warm_starts"));
+  }
+  CHECK(cells == 4);
+  const std::string table = slurp(dir / "cmp/table.md");
+  CHECK(table.find("## held-out, context 300 (the calibration context) (n = 3)") != std::string::npos);
+  CHECK(table.find("## held-out, context 200 (n = 3)") != std::string::npos);
+  CHECK(table.find("percentile bootstrap over the samples") != std::string::npos);
+  CHECK(table.find("BOSCH minus the best method of another family") != std::string::npos);
+  CHECK(table.find("| 0.5 | log-prob | RAND | ") != std::string::npos);
+  const std::string csv = slurp(dir / "cmp/results.csv");
+  CHECK(csv.rfind("held_out,method,family,ratio,swa_heads,samples,accuracy,accuracy_low,", 0) == 0);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 2 * (2 + 4));
+  CHECK(csv.find("context=200,BOSCH,BOSCH,0.5,10,3,") != std::string::npos);
+  const std::string paired = slurp(dir / "cmp/paired.csv");
+  CHECK(paired.find("context=200,0.25,logprob,BOSCH,RAND,3,") != std::string::npos);
+  CHECK(paired.find("context=300,0.5,exact,BOSCH,RAND,3,") != std::string::npos);
+  for (const char* f : {"logprob_vs_ratio.svg", "logprob_vs_ratio-context_200.svg", "accuracy_vs_ratio-context_200.svg"})
+    CHECK_MESSAGE(fs::exists(dir.path() / "cmp" / f), f);
+
+  // Another order is another run (BOSCH's cells depend on it) ...
+  const Run down = run(base + std::vector<std::string>{"--ratio-order", "down"}, dir);
+  CHECK(down.status == 2);
+  CHECK(down.err.find("differing: ratio_order") != std::string::npos);
+  // ... another held-out context is not: the stored masks are scored on it.
+  const Run more = run(without(base, "-q", 0) + std::vector<std::string>{"--held-out-context", "200,400"}, dir);
+  INFO(more.err);
+  REQUIRE(more.status == 0);
+  CHECK(more.err.find("0 cells computed, 4 resumed (4 scored on a new held-out set)") != std::string::npos);
+  CHECK(read_json(dir / "cmp/results.json").at("cells")[0].at("quality_at").contains("context=400"));
+  CHECK(fs::exists(dir / "cmp/logprob_vs_ratio-context_400.svg"));
+
+  // Downward in a fresh directory: BOSCH at 0.5 runs first, as without warm starts.
+  const Run d = run(without(base, "-o") + std::vector<std::string>{"--ratio-order", "down", "-o", dir / "down"}, dir);
+  INFO(d.err);
+  REQUIRE(d.status == 0);
+  const Run cold =
+      run(without(base, "-o") + std::vector<std::string>{"--warm-start=false", "-o", dir / "cold"}, dir);
+  REQUIRE(cold.status == 0);
+  auto cell = [](const nlohmann::json& doc, double rho) {
+    for (const auto& c : doc.at("cells"))
+      if (c.at("method") == "BOSCH" && c.at("ratio") == rho) return c;
+    return nlohmann::json();
+  };
+  const auto dj = read_json(dir / "down/results.json"), cj = read_json(dir / "cold/results.json");
+  CHECK(cell(dj, 0.5).at("mask") == cell(cj, 0.5).at("mask"));
+  CHECK(cell(dj, 0.25).at("details").at("warm_starts") == nlohmann::json::array({"BOSCH at ratio 0.5"}));
+  CHECK(!cell(cj, 0.5).at("details").contains("warm_starts"));
 }

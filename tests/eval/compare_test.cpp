@@ -35,11 +35,12 @@ HeldOutReport synthetic_quality(const HeadMask& m) {
   double cost = 0;
   for (std::size_t i = 0; i < m.size(); ++i)
     if (m[i]) cost += i >= 6 ? 0.3 : 0.02 * static_cast<double>(i + 1);
-  HeldOutReport r;
-  r.all = {"all", 2, -cost, std::exp(-cost), std::max(0.0, 1.0 - cost), 0.5};
-  r.per_task = {{"t1", 1, -cost, std::exp(-cost), std::max(0.0, 1.0 - cost), 1.0},
-                {"t2", 1, -cost, std::exp(-cost), std::max(0.0, 1.0 - cost), 0.0}};
-  return r;
+  // Two samples per task around the cost; t1 exact, t2 not.
+  const double acc = std::max(0.0, 1.0 - cost);
+  return summarize_held_out({{"t1", -cost - 0.01, acc, 1.0},
+                             {"t1", -cost + 0.01, acc, 1.0},
+                             {"t2", -cost - 0.02, acc, 0.0},
+                             {"t2", -cost + 0.02, acc, 0.0}});
 }
 
 std::vector<ComparisonMethod> synthetic_methods(Counters& n, const HeadLayout& lay) {
@@ -55,7 +56,7 @@ std::vector<ComparisonMethod> synthetic_methods(Counters& n, const HeadLayout& l
     s.forwards = 4.5;
     return s;
   };
-  a.select = [&n, lay](double rho, const nlohmann::json& st) {
+  a.select = [&n, lay](double rho, const nlohmann::json& st, const CellResult*) {
     ++n.selects;
     const auto sc = st.at("scores").get<std::vector<double>>();
     MethodCell c;
@@ -66,7 +67,7 @@ std::vector<ComparisonMethod> synthetic_methods(Counters& n, const HeadLayout& l
   ComparisonMethod b;
   b.name = "BOSCH";
   b.family = "BOSCH";
-  b.select = [&n, lay](double rho, const nlohmann::json&) {
+  b.select = [&n, lay](double rho, const nlohmann::json&, const CellResult*) {
     ++n.selects;
     // Not nested: the cheapest heads (low indices), shifted by one at odd counts.
     const std::size_t t = target_count(lay, rho);
@@ -82,7 +83,7 @@ std::vector<ComparisonMethod> synthetic_methods(Counters& n, const HeadLayout& l
   ComparisonMethod l;
   l.name = "INTR";
   l.family = "layer";
-  l.select = [&n, lay](double rho, const nlohmann::json&) {
+  l.select = [&n, lay](double rho, const nlohmann::json&, const CellResult*) {
     ++n.selects;
     MethodCell c;
     c.mask = baselines::layer_intr(lay, rho);
@@ -228,6 +229,112 @@ TEST_CASE("comparison runner: all outputs, then a resume that recomputes nothing
   CHECK_THROWS_AS(run_comparison(methods, score, lay, bad), bosch::invalid_argument);
 }
 
+TEST_CASE("comparison runner: ratio order, the previous cell, set-ups announced, several held-out sets") {
+  const HeadLayout lay{4, 4, 2};
+  // A method that records which previous cell each select saw.
+  std::vector<std::pair<double, double>> seen;  // (rho, previous rho or -1)
+  std::vector<std::string> announced;
+  ComparisonMethod chain;
+  chain.name = "CHAIN";
+  chain.family = "BOSCH";
+  chain.setup = [] {
+    MethodSetup s;
+    s.state = {{"k", 1}};
+    s.seconds = 12.5;  // reported instead of the measured time
+    return s;
+  };
+  chain.on_setup = [&](const nlohmann::json& st) { announced.push_back(st.dump()); };
+  chain.select = [&seen, lay](double rho, const nlohmann::json&, const CellResult* previous) {
+    seen.emplace_back(rho, previous ? previous->ratio : -1.0);
+    MethodCell c;
+    c.mask = baselines::mask_from_scores(lay, std::vector<double>{8, 7, 6, 5, 4, 3, 2, 1}, rho);
+    return c;
+  };
+  ComparisonMethod other;
+  other.name = "OTHER";
+  other.family = "layer";
+  other.select = [lay](double rho, const nlohmann::json&, const CellResult*) {
+    MethodCell c;
+    c.mask = baselines::layer_intr(lay, rho);
+    return c;
+  };
+  const std::vector<ComparisonMethod> methods{chain, other};
+  int scored_b = 0;
+  std::vector<HeldOutSet> sets{{"a", "set A", synthetic_quality},
+                               {"b", "set B", [&scored_b](const HeadMask& m) {
+                                  ++scored_b;
+                                  auto q = synthetic_quality(m);
+                                  for (auto& s : q.samples) s.logprob -= 1.0;
+                                  return summarize_held_out(q.samples);
+                                }}};
+  ComparisonOptions o;
+  o.output_dir = fresh_dir("compare-order");
+  o.ratios = {0.25, 0.75, 0.5};
+  o.ratio_order = RatioOrder::descending;
+  o.run = {{"model", "synthetic"}};
+  const auto r = run_comparison(methods, std::span(sets).subspan(0, 1), lay, o);
+  CHECK(seen == std::vector<std::pair<double, double>>{{0.75, -1.0}, {0.5, 0.75}, {0.25, 0.5}});
+  CHECK(announced.size() == 1);  // the computed set-up
+  CHECK(r.method_seconds("CHAIN") == doctest::Approx(12.5));
+  CHECK(r.held_out_sets.size() == 1);
+  CHECK(r.find("CHAIN", 0.5)->quality_at.empty());
+
+  // Resume with a second set: nothing selected again, every stored mask and
+  // both references scored on it; the stored set-up is announced first.
+  seen.clear();
+  announced.clear();
+  const auto r2 = run_comparison(methods, sets, lay, o);
+  CHECK(seen.empty());
+  CHECK(announced == std::vector<std::string>{"{\"k\":1}"});
+  CHECK(r2.resumed == 6);
+  CHECK(r2.rescored == 6);
+  CHECK(scored_b == 2 + 6);
+  const auto* c = r2.find("CHAIN", 0.5);
+  REQUIRE(c != nullptr);
+  REQUIRE(c->report("b", "a") != nullptr);
+  CHECK(c->report("b", "a")->all.mean_logprob == doctest::Approx(c->quality.all.mean_logprob - 1.0));
+  CHECK(c->report("a", "a") == &c->quality);
+  CHECK(r2.reference(true, "b")->all.mean_logprob == doctest::Approx(-1.0));
+  // Every figure has its interval; the paired comparisons cover both sets and metrics.
+  CHECK(c->quality.all.logprob_ci.valid());
+  const auto paired = paired_comparisons(r2, [&] {
+    auto p = o;
+    p.reference_method = "CHAIN";
+    return p;
+  }());
+  CHECK(paired.size() == 2 * 2 * 3);  // sets x metrics x ratios
+  for (const auto& p : paired) {
+    CHECK(p.other == "OTHER");
+    CHECK(p.difference.samples == 4);
+    CHECK(p.difference.ci.valid());
+    const auto* a = r2.find("CHAIN", p.ratio)->report(p.held_out, "a");
+    const auto* b = r2.find("OTHER", p.ratio)->report(p.held_out, "a");
+    if (p.metric == HeldOutMetric::logprob)
+      CHECK(p.difference.mean == doctest::Approx(a->all.mean_logprob - b->all.mean_logprob));
+  }
+  auto out = o;
+  out.reference_method = "CHAIN";
+  write_comparison_outputs(r2, out);
+  for (const char* f : {"logprob_vs_ratio.svg", "logprob_vs_ratio-b.svg", "accuracy_vs_ratio-b.svg", "paired.csv"})
+    CHECK_MESSAGE(std::filesystem::exists(o.output_dir / f), f);
+  const auto table = io::read_file(o.output_dir / "table.md");
+  CHECK(table.find("## set B (n = 4 (2 per task x 2 tasks))") != std::string::npos);
+  CHECK(table.find("CHAIN minus the best method of another family") != std::string::npos);
+  const auto csv = io::read_file(o.output_dir / "results.csv");
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 2 * (2 + 6));
+  // A third run: everything stored, nothing scored.
+  const int before = scored_b;
+  const auto r3 = run_comparison(methods, sets, lay, o);
+  CHECK(r3.rescored == 0);
+  CHECK(scored_b == before);
+  CHECK(r3.find("OTHER", 0.75)->report("b", "a")->all.logprob_ci.low ==
+        r2.find("OTHER", 0.75)->report("b", "a")->all.logprob_ci.low);
+  // Bad sets.
+  std::vector<HeldOutSet> dup{sets[0], sets[0]};
+  CHECK_THROWS_AS(run_comparison(methods, dup, lay, o), bosch::invalid_argument);
+  CHECK_THROWS_AS(run_comparison(methods, std::span<const HeldOutSet>(), lay, o), bosch::invalid_argument);
+}
+
 TEST_CASE("standard methods on the planted model: every method runs, BOSCH keeps the copy head full") {
   const auto model = test::planted_model(test::seed(50));
   const cpu::Backend backend(model);
@@ -239,6 +346,8 @@ TEST_CASE("standard methods on the planted model: every method runs, BOSCH keeps
   StandardMethodsOptions so;
   so.variants = {Variant::full, Variant::single};
   so.search.seed = test::seed(53);
+  so.warm_start = true;
+  so.candidates = {Method::dcam, Method::proxy};
   so.scores.razor_block = 24;
   const auto methods = standard_methods(backend, evaluator, so);
   std::vector<std::string> names;
@@ -252,9 +361,35 @@ TEST_CASE("standard methods on the planted model: every method runs, BOSCH keeps
   o.ratios = {0.25, 0.5, 0.75};
   o.output_dir = fresh_dir("compare-planted");
   o.run = {{"model", "planted"}};
+  const std::size_t calls_before = evaluator.stats().evaluations;
   const auto r = run_comparison(methods, scorer, evaluator.layout(), o);
   write_comparison_outputs(r, o);
   CHECK(r.cells.size() == names.size() * 3);
+  // Warm-start candidates: computed once, in BOSCH's set-up, and shared with
+  // B-single and the DCAM and PROXY rankings, each charged the same cost.
+  std::size_t search_calls = 0;
+  for (const auto& c : r.cells) search_calls += c.evaluations;
+  CHECK(evaluator.stats().evaluations - calls_before == 5 + search_calls);  // PROXY's 5 once
+  const MethodSummary* bosch_setup = nullptr;
+  const MethodSummary* dcam_setup = nullptr;
+  for (const auto& m : r.methods) {
+    if (m.name == "BOSCH") bosch_setup = &m;
+    if (m.name == "DCAM") dcam_setup = &m;
+  }
+  REQUIRE(bosch_setup != nullptr);
+  REQUIRE(dcam_setup != nullptr);
+  CHECK(bosch_setup->setup.evaluations == 5);
+  CHECK(bosch_setup->setup.state.at("candidates").at("DCAM") == dcam_setup->setup.state);
+  CHECK(r.method_evaluations("BOSCH") >= 5);
+  CHECK(r.find("BOSCH", 0.25)->details.at("warm_starts") == nlohmann::json::array({"DCAM", "PROXY"}));
+  CHECK(r.find("BOSCH", 0.5)->details.at("warm_starts") ==
+        nlohmann::json::array({"DCAM", "PROXY", "BOSCH at ratio 0.25"}));
+  CHECK(r.find("B-single", 0.75)->details.at("warm_starts") ==
+        nlohmann::json::array({"DCAM", "PROXY", "B-single at ratio 0.5"}));
+  // Never worse on the calibration set than the best warm start.
+  for (const auto& c : r.cells)
+    if (c.details.contains("warm_start"))
+      CHECK(c.details.at("search_score").get<double>() >= c.details.at("warm_start").at("best_seed_score").get<double>());
   for (const auto& c : r.cells) CHECK(c.mask.count() == target_count(evaluator.layout(), c.ratio));
   // Three of the four KV heads are free to localize: BOSCH finds that at 0.75, and
   // its held-out log-prob equals the all-full model's (the zero-output heads change
@@ -273,5 +408,6 @@ TEST_CASE("standard methods on the planted model: every method runs, BOSCH keeps
   // No greedy accuracy computed: the tables fall back to the greedy exact match and say so.
   const auto table = io::read_file(o.output_dir / "table.md");
   CHECK(table.find("greedy exact match (%)") != std::string::npos);
-  CHECK(table.find("| BOSCH | 100.0 | 100.0 | 100.0 |") != std::string::npos);
+  CHECK(table.find("| BOSCH | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] |") !=
+        std::string::npos);
 }

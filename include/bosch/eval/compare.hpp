@@ -14,15 +14,33 @@
 /// records the run's settings (ComparisonOptions::run); resuming with other
 /// settings is refused.
 ///
+/// Every mask is scored on one or more held-out sets (HeldOutSet; the first is
+/// the primary one, e.g. the held-out split at the calibration context, the
+/// others e.g. the same tasks at other context lengths). Every figure carries
+/// its sample count and a percentile bootstrap interval over the samples
+/// (eval/bootstrap.hpp, stratified by task); the per-sample scores are stored,
+/// so resumed cells keep their intervals. A stored cell that lacks a set
+/// requested now is scored on it from its stored mask (no new selection).
+///
+/// Ratios run in ComparisonOptions::ratio_order for every method, and each
+/// cell's select is handed the method's cell of the previous ratio in that
+/// order (computed or read back), so a search can start from its
+/// neighbour's solution (standard_methods: StandardMethodsOptions::warm_start).
+///
 /// Outputs, all in the output directory:
 ///  - results.json (kept by run_comparison): everything (settings, references,
-///    set-ups, cells with masks as text grids, per-task scores), including
-///    cells of methods or ratios outside the current grid;
+///    set-ups, cells with masks as text grids, per-task scores, per-sample
+///    scores and intervals), including cells of methods or ratios outside the
+///    current grid;
 /// and from write_comparison_outputs:
-///  - table.md: accuracy and log-probability per method and ratio with the
-///    cost columns, BOSCH's head-set turnover across ratios, Jaccard distances
-///    to BOSCH;
-///  - results.csv: one row per cell;
+///  - table.md: per held-out set, accuracy and log-probability per method and
+///    ratio with their 95% intervals and the cost columns, the reference
+///    method (BOSCH) minus the best method of another family with a paired
+///    bootstrap interval, per-task accuracy; BOSCH's head-set turnover across
+///    ratios, Jaccard distances to BOSCH;
+///  - results.csv: one row per cell and held-out set (sample count, means,
+///    interval bounds);
+///  - paired.csv: the paired comparisons of table.md;
 ///  - turnover.csv: turnover T(S(rho_i), S(rho_i+1)) of every method between
 ///    consecutive ratios (mask.hpp's geometrically normalized turnover);
 ///  - jaccard.csv: Jaccard distance between the SWA-head sets of every pair of
@@ -30,7 +48,9 @@
 ///  - heads/<method>.svg: the head map (layers x KV heads) of every ratio side
 ///    by side;
 ///  - accuracy_vs_ratio.svg and logprob_vs_ratio.svg: score-versus-ratio plots
-///    with the all-full and all-SWA references.
+///    with 95% interval bars and the all-full and all-SWA references (for a
+///    held-out set other than the primary one: accuracy_vs_ratio-KEY.svg, KEY
+///    sanitized).
 /// When the scorer computed no greedy accuracy (ReportOptions::accuracy =
 /// false: decoding past the first wrong token costs a forward per token, the
 /// bulk of a CPU run), the accuracy table and plot show the greedy exact match
@@ -40,6 +60,7 @@
 #include <bosch/baselines/layer.hpp>
 #include <bosch/baselines/ranking.hpp>
 #include <bosch/cpu/backend.hpp>
+#include <bosch/eval/bootstrap.hpp>
 #include <bosch/eval/head_scores.hpp>
 #include <bosch/eval/report.hpp>
 #include <bosch/eval/transformer_evaluator.hpp>
@@ -53,8 +74,12 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace bosch::eval {
@@ -65,6 +90,10 @@ struct MethodSetup {
   std::size_t evaluations = 0;  ///< calibration-set scorings it used
   double forwards = 0;          ///< forward-pass equivalents it used
   std::string note;
+  /// Wall seconds of the work, when the set-up knows them better than the
+  /// runner's clock (it reused results another method computed, and reports
+  /// their cost as its own); < 0 (default): the runner measures the call.
+  double seconds = -1;
 };
 
 /// One method's mask for one ratio.
@@ -75,6 +104,8 @@ struct MethodCell {
   nlohmann::json details;       ///< anything worth keeping (search score, layer counts, ...)
 };
 
+struct CellResult;
+
 /// A method of the comparison.
 struct ComparisonMethod {
   std::string name;    ///< unique row label (also the head-map file name, sanitized)
@@ -82,12 +113,37 @@ struct ComparisonMethod {
   /// Optional: run once before the method's first cell (skipped when the
   /// results file holds its set-up). Its wall time is measured by the runner.
   std::function<MethodSetup()> setup;
-  /// The mask for ratio `rho`, given the set-up's state (null when no set-up).
-  std::function<MethodCell(double rho, const nlohmann::json& state)> select;
+  /// The mask for ratio `rho`, given the set-up's state (null when no set-up)
+  /// and the method's cell at the previous ratio in run order
+  /// (ComparisonOptions::ratio_order; nullptr for the first ratio).
+  std::function<MethodCell(double rho, const nlohmann::json& state, const CellResult* previous)> select;
+  /// Optional: told every set-up state of this method that becomes known,
+  /// whether computed or read back from results.json; the read-back ones
+  /// before any set-up or cell of any method runs (so methods can share work,
+  /// e.g. ranking scores that BOSCH's warm-start candidates reuse).
+  std::function<void(const nlohmann::json& state)> on_setup;
 };
 
 /// Scores a mask on the held-out tasks.
 using MaskScorer = std::function<HeldOutReport(const HeadMask&)>;
+
+/// A held-out set every mask is scored on.
+struct HeldOutSet {
+  /// Unique, non-empty, file-name friendly key (e.g. "context=1024"); the
+  /// key of results.json entries, of CSV rows and of the plots' file names.
+  std::string key;
+  std::string label;  ///< heading in table.md (e.g. "held-out, context 1024")
+  MaskScorer score;
+};
+
+/// The order in which each method's ratios run.
+enum class RatioOrder {
+  ascending,   ///< lowest ratio first (default)
+  descending,  ///< highest first
+};
+const char* to_string(RatioOrder order) noexcept;
+/// "up" or "ascending", "down" or "descending"; bosch::invalid_argument otherwise.
+RatioOrder parse_ratio_order(std::string_view text);
 
 /// Settings of a comparison run.
 struct ComparisonOptions {
@@ -113,6 +169,12 @@ struct ComparisonOptions {
   /// Called once results.json has been read and before anything is written
   /// (an MPI run passes a barrier, so every process resumes from the same file).
   std::function<void()> after_load;
+  /// The order of each method's ratios (the previous cell handed to select).
+  /// Not part of `run`: a caller whose cells depend on it (warm starts) puts
+  /// it there.
+  RatioOrder ratio_order = RatioOrder::ascending;
+  /// Intervals of reports read back and of the paired comparisons.
+  BootstrapOptions bootstrap{};
 };
 
 /// One finished cell.
@@ -120,13 +182,18 @@ struct CellResult {
   std::string method;
   double ratio = 0;
   HeadMask mask;
-  HeldOutReport quality;
+  HeldOutReport quality;  ///< on the primary held-out set
+  /// On the other held-out sets, by HeldOutSet::key.
+  std::map<std::string, HeldOutReport> quality_at;
   std::size_t evaluations = 0;
   double forwards = 0;
   double select_seconds = 0;  ///< wall time of select (not of the held-out scoring)
   double score_seconds = 0;   ///< wall time of the held-out scoring
   nlohmann::json details;
   bool resumed = false;       ///< read from results.json instead of computed
+
+  /// The report on held-out set `key` (the primary one's key or ""), or nullptr.
+  const HeldOutReport* report(const std::string& key, const std::string& primary_key) const;
 };
 
 /// One method's set-up as run (or read back).
@@ -144,12 +211,17 @@ struct ComparisonResult {
   HeadLayout layout{};
   std::vector<double> ratios;
   nlohmann::json run;
-  HeldOutReport all_full;  ///< reference: every head full
-  HeldOutReport all_swa;   ///< reference: every head SWA
+  /// The held-out sets' keys and labels, the primary first.
+  std::vector<std::pair<std::string, std::string>> held_out_sets;
+  HeldOutReport all_full;  ///< reference on the primary set: every head full
+  HeldOutReport all_swa;   ///< reference on the primary set: every head SWA
+  /// The references on the other sets, by key.
+  std::map<std::string, HeldOutReport> all_full_at, all_swa_at;
   std::vector<MethodSummary> methods;  ///< in the order given
-  std::vector<CellResult> cells;       ///< method-major, ratios in order
+  std::vector<CellResult> cells;       ///< method-major, ratios in run order
   std::size_t computed = 0;            ///< cells computed by this call
   std::size_t resumed = 0;             ///< cells read back
+  std::size_t rescored = 0;            ///< stored cells scored on a held-out set they lacked
 
   /// The cell of (method, ratio), or nullptr.
   const CellResult* find(const std::string& method, double ratio) const;
@@ -157,21 +229,50 @@ struct ComparisonResult {
   std::size_t method_evaluations(const std::string& method) const;
   double method_forwards(const std::string& method) const;
   double method_seconds(const std::string& method) const;
+  /// The family of a method ("" when unknown).
+  std::string family(const std::string& method) const;
+  /// A reference's report on held-out set `key` (all full or all SWA), or nullptr.
+  const HeldOutReport* reference(bool full, const std::string& key) const;
 };
 
 /// Progress messages of a run (one line each, no newline).
 using ComparisonProgress = std::function<void(const std::string& message)>;
 
-/// Runs (or resumes) the comparison: the two references, then for each method
-/// its set-up and its cells, scoring each mask with `score`; results.json is
-/// rewritten atomically after each step. Methods run in the given order, each
-/// over every ratio. Throws bosch::invalid_argument for duplicate or empty
-/// method names, a ratio outside (0, 1), a mask of the wrong layout or a
+/// Runs (or resumes) the comparison: the two references, then every method's
+/// set-up (stored ones read back first), then for each method its cells,
+/// scoring each mask on every held-out set; results.json is rewritten
+/// atomically after each step. Methods run in the given order, each over every
+/// ratio in options.ratio_order. `held_out[0]` is the primary set. Throws
+/// bosch::invalid_argument for duplicate or empty method names or set keys,
+/// no held-out set, a ratio outside (0, 1), a mask of the wrong layout or a
 /// results file written for other settings (bosch::format_error for a
 /// malformed one).
+ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, std::span<const HeldOutSet> held_out,
+                                const HeadLayout& layout, const ComparisonOptions& options,
+                                const ComparisonProgress& progress = {});
+
+/// The same with one held-out set, key "held-out".
 ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, const MaskScorer& score,
                                 const HeadLayout& layout, const ComparisonOptions& options,
                                 const ComparisonProgress& progress = {});
+
+/// The paired comparison of one ratio on one held-out set: the reference
+/// method minus the best method of another family by `metric`.
+struct PairedComparison {
+  std::string held_out;  ///< the set's key
+  double ratio = 0;
+  HeldOutMetric metric = HeldOutMetric::logprob;
+  std::string method;    ///< the reference method (BOSCH)
+  std::string other;     ///< the best method of another family at this ratio
+  PairedDifference difference;  ///< method - other, paired bootstrap over the samples
+};
+
+/// The paired comparisons of `result` for the reference method (options.reference_method)
+/// at every ratio, held-out set and metric (log-prob; accuracy, or exact match when no
+/// accuracy was computed), against the best cell of another family (by the
+/// mean of that metric). Ratios where the reference or every other family
+/// lacks a cell are left out.
+std::vector<PairedComparison> paired_comparisons(const ComparisonResult& result, const ComparisonOptions& options);
 
 /// Writes table.md, results.csv, turnover.csv, jaccard.csv, the head maps and
 /// the plots (see the file comment) for the grid of `result` into
@@ -215,6 +316,16 @@ struct StandardMethodsOptions {
   HeadScoreOptions scores;
   /// Where a ranking's SWA quota applies (global, as DuoAttention and RazorAttention).
   baselines::Quota quota = baselines::Quota::global;
+  /// Warm starts of the BOSCH variants: each cell's search also starts from the
+  /// variant's mask at the previous ratio in run order (appended to
+  /// Options::initial_masks; the search resizes it to the cell's count).
+  bool warm_start = false;
+  /// Warm-start candidates of the BOSCH variants: these rankings' masks at the
+  /// cell's ratio (appended to Options::initial_masks). Their scores are
+  /// computed once, in the BOSCH variants' set-up, and shared with the ranking
+  /// methods of the same name (whichever runs first computes them); their
+  /// cost is counted for both.
+  std::vector<Method> candidates;
   /// Layer heuristics RAND, BME, INTR (RAND seeded with search.seed).
   bool layer_heuristics = true;
   baselines::LayerCount layer_count = baselines::LayerCount::exact;
@@ -234,10 +345,34 @@ std::string variant_method_name(Variant variant);
 /// Order: BOSCH variants, rankings, layer heuristics. Costs: a BOSCH cell
 /// counts its search's evaluator calls and the forward equivalents the
 /// evaluator ran (layer applications / L); a ranking counts its scores' cost
-/// once, in its set-up. Both objects must outlive the methods.
+/// once, in its set-up (so does a BOSCH variant for its candidates). Both
+/// objects must outlive the methods. A BOSCH cell's details record its
+/// warm starts (candidates, previous ratio; eval::warm_start_summary).
 std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
                                                TransformerEvaluator<cpu::Backend>& evaluator,
                                                const StandardMethodsOptions& options);
+
+/// The scores of ranking `method` on the evaluator's model and calibration
+/// tasks: PROXY through the evaluator, the others with compute_head_scores on
+/// `backend` (window and sinks from `options`).
+HeadScores compute_ranking(Method method, const cpu::Backend& backend, TransformerEvaluator<cpu::Backend>& evaluator,
+                           const HeadScoreOptions& options);
+
+/// Parses a warm-start candidate list: comma-separated ranking names
+/// (case-insensitive), "cheap" (DCAM, APL, QADA, RAZOR: at most a forward per
+/// calibration sample), or "none" / empty (no candidate). Duplicates are
+/// dropped; order kept. bosch::invalid_argument (where = `option`) for an
+/// unknown name.
+std::vector<Method> parse_candidates(std::string_view list, const std::string& option = "candidates");
+
+/// The rankings that cost at most a few forward passes: DCAM, APL, QADA, RAZOR.
+std::vector<Method> cheap_candidates();
+
+/// What a finished search did with its warm starts, for reports: {"seeds": n,
+/// "evaluated": [{"swa": count, "score": s}, ...] (the seed-stage records),
+/// "best_seed_score": s or null, "result_is_seed": bool (the result's mask is
+/// one of them)}.
+nlohmann::json warm_start_summary(const Result& result);
 
 /// A MaskScorer running evaluate_held_out on `held_out` with SWA window and
 /// sinks as given. All references must outlive the scorer.

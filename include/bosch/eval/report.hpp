@@ -4,7 +4,9 @@
 /// @file eval/report.hpp
 /// Held-out scores of one mask: the teacher-forced answer log-probability and
 /// greedy-decoding accuracy (RULER string match, passkey rule), overall and
-/// per task.
+/// per task, each with its sample count and a percentile bootstrap interval
+/// over the samples (eval/bootstrap.hpp); the per-sample scores are kept so
+/// that intervals and paired comparisons can be computed again later.
 ///
 /// Greedy decoding reuses the teacher-forced logits: while the greedy token
 /// equals the gold answer token the two runs see the same prefix, so the first
@@ -19,6 +21,7 @@
 
 #include <bosch/error.hpp>
 #include <bosch/eval/backend.hpp>
+#include <bosch/eval/bootstrap.hpp>
 #include <bosch/model/tokenizer.hpp>
 #include <bosch/tasks/scoring.hpp>
 #include <bosch/tasks/task.hpp>
@@ -27,7 +30,6 @@
 
 #include <cmath>
 #include <concepts>
-#include <map>
 #include <span>
 #include <string>
 #include <utility>
@@ -35,7 +37,17 @@
 
 namespace bosch {
 
-/// Scores of a group of samples.
+/// The scores of one held-out sample.
+struct SampleScore {
+  std::string task;       ///< the sample's task name
+  double logprob = 0;     ///< mean answer-token log-probability (nats)
+  double accuracy = 0;    ///< task-rule accuracy of the greedy answer in [0, 1]; NaN when not computed
+  double exact = 0;       ///< 1 when the greedy answer equals the gold tokens, else 0
+};
+
+/// Scores of a group of samples: means, and 95% (BootstrapOptions::level)
+/// percentile bootstrap intervals over the samples (eval/bootstrap.hpp;
+/// stratified by task for "all").
 struct TaskScore {
   std::string task;          ///< task name, or "all"
   int samples = 0;
@@ -43,23 +55,56 @@ struct TaskScore {
   double probability = 0;    ///< exp(mean_logprob)
   double accuracy = 0;       ///< mean accuracy in [0, 1]; NaN when not computed
   double exact = 0;          ///< fraction of samples whose greedy answer equals the gold tokens
+  eval::Interval logprob_ci{};      ///< interval of mean_logprob
+  eval::Interval probability_ci{};  ///< exp of logprob_ci (the percentile interval maps through exp)
+  eval::Interval accuracy_ci{};     ///< NaN when accuracy is
+  eval::Interval exact_ci{};
 };
 
-/// Held-out report: overall and per task (in first-appearance order).
+/// Held-out report: overall and per task (in first-appearance order), and the
+/// per-sample scores they summarize (in task-set order; empty in a report
+/// read from a file written before they were kept, whose intervals are NaN).
 struct HeldOutReport {
   TaskScore all;
   std::vector<TaskScore> per_task;
+  std::vector<SampleScore> samples;
 };
 
-/// {"task", "samples", "mean_logprob", "probability", "accuracy", "exact"}
-/// (NaN -> null).
-nlohmann::json task_score_json(const TaskScore& t);
-/// {"all": task_score_json(all), "per_task": [...]}: the "held_out" object of
-/// `bosch evaluate --json` and of comparison results.
-nlohmann::json held_out_json(const HeldOutReport& r);
-/// The inverse of held_out_json (null -> NaN); nlohmann_json's exceptions for
-/// a missing or wrongly typed field.
-HeldOutReport held_out_from_json(const nlohmann::json& j);
+/// A held-out metric of SampleScore.
+enum class HeldOutMetric { logprob, accuracy, exact };
+
+/// "logprob", "accuracy", "exact".
+const char* to_string(HeldOutMetric metric) noexcept;
+
+/// The report of `samples`: per-task and overall means with their bootstrap
+/// intervals (per task: resampled within the task; overall: within every task,
+/// so the task mix stays fixed). Tasks in first-appearance order. Throws
+/// bosch::invalid_argument for invalid options.
+HeldOutReport summarize_held_out(std::vector<SampleScore> samples, const eval::BootstrapOptions& options = {});
+
+/// The paired difference a - b of `metric` over the samples of `task` ("all" =
+/// every sample, stratified by task): both reports must hold the same samples
+/// (same count and task sequence; bosch::invalid_argument otherwise, naming
+/// `where`). Samples absent (old files): a NaN difference.
+eval::PairedDifference paired_difference(const HeldOutReport& a, const HeldOutReport& b, HeldOutMetric metric,
+                                         const std::string& task = "all",
+                                         const eval::BootstrapOptions& options = {},
+                                         const std::string& where = "paired_difference");
+
+/// JSON of a report: {"all": S, "per_task": [S, ...], "samples": {"task": [...],
+/// "logprob": [...], "accuracy": [...], "exact": [...]}}, S = {"task",
+/// "samples", "mean_logprob", "probability", "accuracy", "exact",
+/// "logprob_ci": [low, high], "probability_ci", "accuracy_ci", "exact_ci"}
+/// (NaN as null). `with_samples` false leaves out "samples".
+nlohmann::json to_json(const TaskScore& score);
+nlohmann::json to_json(const HeldOutReport& report, bool with_samples = true);
+
+/// A report from to_json(): with "samples" the summary and intervals are
+/// recomputed from them (with `options`); without, the stored means are read
+/// and the intervals stay NaN. Throws bosch::format_error naming `where` for a
+/// malformed object.
+HeldOutReport held_out_report_from_json(const nlohmann::json& j, const std::string& where,
+                                        const eval::BootstrapOptions& options = {});
 
 /// How greedy tokens past the free ones are generated.
 enum class GreedyPath {
@@ -75,6 +120,7 @@ struct ReportOptions {
   /// answer tokens + this many.
   int extra_new_tokens = -1;
   GreedyPath greedy = GreedyPath::automatic;  ///< generation route (same tokens either way)
+  eval::BootstrapOptions bootstrap{};          ///< the intervals of the report
 };
 
 namespace detail {
@@ -140,15 +186,8 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
                                 const tasks::TaskSet& tasks, const AttentionWindows& windows,
                                 const ReportOptions& options = {}) {
   const int vocab = backend.config().vocab_size;
-  std::map<std::string, std::size_t> slot;
-  HeldOutReport report;
-  report.all.task = "all";
-  auto add = [](TaskScore& t, double lp, double acc, double exact) {
-    t.samples += 1;
-    t.mean_logprob += lp;
-    t.accuracy += acc;
-    t.exact += exact;
-  };
+  std::vector<SampleScore> scores;
+  scores.reserve(tasks.samples.size());
   for (const auto& sample : tasks.samples) {
     const auto tf = tasks::teacher_forcing(sample);
     const auto logits = backend.forward(tf.tokens, windows, tf.positions);
@@ -181,21 +220,9 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
       if (!stopped) greedy_continue(backend, sample.prompt, generated, budget, eos, windows, options.greedy);
       acc = tasks::accuracy(sample, tokenizer.decode(generated));
     }
-    auto [it, inserted] = slot.try_emplace(sample.task, report.per_task.size());
-    if (inserted) report.per_task.push_back(TaskScore{sample.task});
-    add(report.per_task[it->second], score.mean_logprob, acc, exact);
-    add(report.all, score.mean_logprob, acc, exact);
+    scores.push_back({sample.task, score.mean_logprob, acc, exact});
   }
-  auto finish = [](TaskScore& t) {
-    if (t.samples == 0) return;
-    t.mean_logprob /= t.samples;
-    t.probability = std::exp(t.mean_logprob);
-    t.accuracy /= t.samples;
-    t.exact /= t.samples;
-  };
-  finish(report.all);
-  for (auto& t : report.per_task) finish(t);
-  return report;
+  return summarize_held_out(std::move(scores), options.bootstrap);
 }
 
 }  // namespace bosch

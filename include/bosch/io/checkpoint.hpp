@@ -263,11 +263,18 @@ inline void check_resumable(const CheckpointData& d, const HeadLayout& layout, c
   const nlohmann::json a = options_identity(options_from_json(d.options, where + ": options")),
                        b = options_identity(o);
   if (a != b) {
+    // Long values (warm-start masks) are shown by size and checksum.
+    auto shown = [](const nlohmann::json& v) {
+      std::string s = v.dump();
+      if (s.size() <= 120) return s;
+      return std::string(v.is_array() ? "[" + std::to_string(v.size()) + " entries" : "[value") +
+             ", checksum " + detail::hex64(detail::fnv1a(s)) + "]";
+    };
     std::string diff;
     for (auto it = b.begin(); it != b.end(); ++it)
       if (a.at(it.key()) != it.value())
-        diff += (diff.empty() ? "" : ", ") + it.key() + " (checkpoint " + a.at(it.key()).dump() +
-                ", now " + it.value().dump() + ")";
+        diff += (diff.empty() ? "" : ", ") + it.key() + " (checkpoint " + shown(a.at(it.key())) +
+                ", now " + shown(it.value()) + ")";
     throw invalid_argument("checkpoint was written with different options: " + diff, where);
   }
 }

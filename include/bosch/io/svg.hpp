@@ -72,6 +72,9 @@ struct Series {
   std::string color;    ///< empty = the built-in palette in series order
   bool markers = true;  ///< draw a dot at each point
   bool dashed = false;
+  /// Optional error bars: the interval [y_low[i], y_high[i]] of each point
+  /// (both empty = none; else the length of y; NaN bounds = no bar).
+  std::vector<double> y_low, y_high;
 };
 
 /// A line plot with axes, ticks, grid lines and a legend.
@@ -322,20 +325,28 @@ inline std::string head_map_svg(const HeadMask& mask, const std::string& title =
   return grid_map_svg(g);
 }
 
-/// The SVG document of a line plot. Throws bosch::invalid_argument when a
-/// series has x and y of different lengths.
+/// The SVG document of a line plot (error bars included in the y range).
+/// Throws bosch::invalid_argument when a series has x and y (or y and
+/// non-empty error bounds) of different lengths.
 inline std::string line_plot_svg(const LinePlot& p) {
   using namespace svg_detail;
   double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
   for (const auto& se : p.series) {
     if (se.x.size() != se.y.size())
       throw invalid_argument("series '" + se.name + "': x and y differ in length", "line_plot_svg");
+    const bool bars = !se.y_low.empty() || !se.y_high.empty();
+    if (bars && (se.y_low.size() != se.y.size() || se.y_high.size() != se.y.size()))
+      throw invalid_argument("series '" + se.name + "': error bounds and y differ in length", "line_plot_svg");
     for (std::size_t i = 0; i < se.x.size(); ++i) {
       if (!std::isfinite(se.x[i]) || !std::isfinite(se.y[i])) continue;
       xlo = std::min(xlo, se.x[i]);
       xhi = std::max(xhi, se.x[i]);
       ylo = std::min(ylo, se.y[i]);
       yhi = std::max(yhi, se.y[i]);
+      if (bars && std::isfinite(se.y_low[i]) && std::isfinite(se.y_high[i])) {
+        ylo = std::min(ylo, se.y_low[i]);
+        yhi = std::max(yhi, se.y_high[i]);
+      }
     }
   }
   if (!std::isfinite(xlo)) xlo = 0, xhi = 1, ylo = 0, yhi = 1;
@@ -387,6 +398,12 @@ inline std::string line_plot_svg(const LinePlot& p) {
       if (!std::isfinite(se.x[k]) || !std::isfinite(se.y[k])) continue;
       if (!pts.empty()) pts += ' ';
       pts += num(X(se.x[k])) + "," + num(Y(se.y[k]));
+      if (!se.y_low.empty() && std::isfinite(se.y_low[k]) && std::isfinite(se.y_high[k])) {
+        const std::string x = num(X(se.x[k])), a = num(Y(se.y_low[k])), b = num(Y(se.y_high[k]));
+        const std::string l = num(X(se.x[k]) - 3), r = num(X(se.x[k]) + 3);
+        s += "<path d=\"M" + x + " " + a + "V" + b + "M" + l + " " + a + "H" + r + "M" + l + " " + b + "H" + r +
+             "\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1\" opacity=\"0.7\"/>\n";
+      }
       if (se.markers)
         s += "<circle cx=\"" + num(X(se.x[k])) + "\" cy=\"" + num(Y(se.y[k])) +
              "\" r=\"3\" fill=\"" + color + "\"><title>" + escape(se.name) + ": (" +

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// Files and summary of multi-ratio selects (see ratio_runs.hpp).
+
+#include "ratio_runs.hpp"
+
+#include "files.hpp"
+
+#include <bosch/mask.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+namespace bosch::cli {
+
+std::string ratio_text(double rho) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", rho);
+  return buf;
+}
+
+std::string with_ratio(const std::string& path, double rho) {
+  if (path.empty()) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + "-" + ratio_text(rho) + p.extension().string())).string();
+}
+
+std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool several, const std::string& out,
+                                    const std::string& checkpoint, const std::string& log, const std::string& svg) {
+  std::vector<RatioFiles> runs;
+  for (double rho : ratios) {
+    auto name = [&](const std::string& p) { return several ? with_ratio(p, rho) : p; };
+    RatioFiles f;
+    f.rho = rho;
+    f.out = name(out);
+    f.log = name(log);
+    f.svg = name(svg);
+    f.default_checkpoint = checkpoint.empty();
+    f.checkpoint = f.default_checkpoint ? (f.out == "-" ? std::string("bosch-select") : f.out) + ".checkpoint"
+                                        : name(checkpoint);
+    f.identity = f.checkpoint + ".run.json";
+    check_output_path(f.out, "--out");
+    check_output_path(f.checkpoint, f.default_checkpoint ? "--out" : "--checkpoint");
+    check_output_path(f.log, "--log");
+    check_output_path(f.svg, "--svg");
+    runs.push_back(std::move(f));
+  }
+  return runs;
+}
+
+void remove_checkpoint(RatioFiles& f) {
+  std::error_code ec;
+  std::filesystem::remove(f.checkpoint, ec);
+  std::filesystem::remove(f.identity, ec);
+  if (f.lock) f.lock->release(/*remove_file=*/true);
+}
+
+void print_ratio_summary(std::ostream& out, std::vector<std::pair<double, const Result*>> results,
+                         const std::string& order, bool warm_start) {
+  std::sort(results.begin(), results.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  out << "ratios (run " << order << ", warm starts " << (warm_start ? "on" : "off")
+      << "): turnover and Jaccard distance to the next lower ratio\n";
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "  %-7s %5s %12s %11s %9s %8s %8s\n", "ratio", "SWA", "score", "evaluations",
+                "seconds", "turnover", "jaccard");
+  out << buf;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = *results[i].second;
+    char t[32] = "-", j[32] = "-";
+    if (i > 0) {
+      std::snprintf(t, sizeof t, "%.3f", turnover(results[i - 1].second->mask, r.mask));
+      std::snprintf(j, sizeof j, "%.3f", jaccard_distance(results[i - 1].second->mask, r.mask));
+    }
+    std::snprintf(buf, sizeof buf, "  %-7s %5zu %12.5f %11zu %9.1f %8s %8s\n", ratio_text(results[i].first).c_str(),
+                  r.mask.count(), r.score, r.evaluations, r.seconds, t, j);
+    out << buf;
+  }
+}
+
+}  // namespace bosch::cli
