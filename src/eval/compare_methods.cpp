@@ -206,6 +206,10 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
     ComparisonMethod m;
     m.name = variant_method_name(v);
     m.family = "BOSCH";
+    if (!candidates.empty()) {
+      m.setup = candidate_setup;
+      m.on_setup = remember_candidates;
+    }
     m.select = [search, layers_run, base = options.search, sink = options.search_progress,
                 every = options.progress_every, v, layout, name = m.name, warm = options.warm_start,
                 quota = options.quota](double rho, const nlohmann::json& state, const CellResult* previous) {
@@ -254,7 +258,6 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
     m.name = std::string(to_string(method));
     m.family = "ranking";
     m.setup = [rank, method, cache] { return setup_of(cache->get(method, [&] { return rank(method); })); };
-    };
     m.on_setup = [cache, method, name = m.name](const nlohmann::json& state) {
       cache->scores.emplace(method, head_scores_from_json(state, name + " scores"));
     };

@@ -189,7 +189,8 @@ TEST_CASE("bosch compare under mpirun gives the cells of one process") {
   const std::vector<std::string> args{"compare", m,         "--tasks",  "copy",  "--text-files", t,   "--context",
                                       "300",     "--samples", "3",      "--held-out-samples", "2", "--window",
                                       "32",      "--ratios", "0.5",     "--methods", "BOSCH,PROXY,RAND",
-                                      "--probe-budget", "4", "--chunk-budget", "8", "--threads", "1", "--no-accuracy", "-q"};
+                                      "--probe-budget", "4", "--chunk-budget", "8", "--threads", "1", "--no-accuracy", "-q",
+                                      "--allow-long-context"};
   const Run plain = run(args + std::vector<std::string>{"-o", dir / "plain"}, dir);
   INFO(plain.err);
   REQUIRE(plain.status == 0);
