@@ -3,7 +3,7 @@
 
 /// @file search/solver_surrogate.hpp
 /// The surrogate-assisted count-preserving local search (InnerSolver::surrogate;
-/// docs/algorithm.md, "Surrogate-assisted search").
+/// docs/algorithm.md §Inner solvers).
 ///
 /// Like the swap solver it moves by count-preserving swaps (one SWA unit and
 /// one full unit of the same group exchange states), so every per-group count

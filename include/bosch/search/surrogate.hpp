@@ -4,7 +4,7 @@
 /// @file search/surrogate.hpp
 /// A cheap model of the objective, fitted online to the evaluation log, that
 /// ranks candidate masks before any is evaluated (docs/algorithm.md,
-/// "Surrogate-assisted search").
+/// §Inner solvers).
 ///
 /// The model is Bayesian linear regression on the SWA bits z (1 = SWA) with
 /// linear terms and pairwise terms between heads of the same layer and of
