@@ -74,9 +74,9 @@ TEST_CASE("the surrogate learns a planted pairwise objective from random masks")
     for (const auto& m : test) pred.push_back(model.predict(m).mean);
     // Pearson correlation of predictions with the truth.
     auto mean = [](const std::vector<double>& v) {
-      double s = 0;
-      for (double x : v) s += x;
-      return s / static_cast<double>(v.size());
+      double sum = 0;
+      for (double x : v) sum += x;
+      return sum / static_cast<double>(v.size());
     };
     const double mp = mean(pred), mt = mean(yt);
     double sxy = 0, sxx = 0, syy = 0;

@@ -3,7 +3,8 @@
 
 /// @file search/solver_common.hpp
 /// What the inner solvers share: the per-solve budget, the best-point
-/// tracker, the result and the count-preserving random swap.
+/// tracker, the result, the count-preserving random swap and the walk of the
+/// count-preserving local searches (swap and surrogate solvers).
 
 #include <bosch/objective.hpp>
 #include <bosch/options.hpp>
@@ -70,6 +71,66 @@ inline void random_swap(const SubProblem& p, const std::vector<int>& swappable,
   const int b = off[static_cast<std::size_t>(uniform_int(g, 0, static_cast<int>(off.size()) - 1))];
   s[static_cast<std::size_t>(a)] = 0;
   s[static_cast<std::size_t>(b)] = 1;
+}
+
+
+/// The state of a count-preserving local search: the parent, its mask and
+/// score, the best state so far and every evaluated state, in order.
+struct walk {
+  std::vector<std::pair<std::vector<std::uint8_t>, double>> history;
+  best_tracker best;
+  std::vector<std::uint8_t> parent;
+  HeadMask parent_mask;
+  double parent_score = 0;
+  /// Logs an evaluated state.
+  void record(const std::vector<std::uint8_t>& s, double v) {
+    history.emplace_back(s, v);
+    best.offer(s, v);
+  }
+  /// Logs an evaluated state and makes it the parent.
+  void adopt(std::vector<std::uint8_t> s, HeadMask m, double v) {
+    record(s, v);
+    parent = std::move(s);
+    parent_mask = std::move(m);
+    parent_score = v;
+  }
+  SubResult finish(const SubProblem& p, std::size_t used) { return detail::finish(p, best, used, std::move(history)); }
+};
+
+/// Starts a walk at p.start, scored (free when already known). False when the
+/// budget allows no evaluation.
+template <class O>
+bool start_walk(O& obj, const SubProblem& p, std::size_t e0, walk& w) {
+  w.parent = unit_state(p, p.start);
+  w.parent_mask = p.start;
+  std::optional<double> ps;
+  if (obj.known(p.start) || allowance(obj, p, e0, 1) > 0) ps = obj.evaluate(p.start, p.reference);
+  if (!ps) return false;
+  w.record(w.parent, *ps);
+  w.parent_score = *ps;
+  return true;
+}
+
+/// Outcome of restart_from_best.
+enum class restart_outcome { moved, known, exhausted };
+
+/// A restart: the best state perturbed by `kick` random swaps is evaluated
+/// (hinted from the best) and becomes the parent. With `skip_known` a mask
+/// already evaluated is not revisited (`known`); `exhausted` when the budget
+/// allows no evaluation.
+template <class O>
+restart_outcome restart_from_best(O& obj, const SubProblem& p, std::size_t e0, walk& w,
+                                  const std::vector<int>& swappable, int kick, engine& g, bool skip_known) {
+  if (allowance(obj, p, e0, 1) == 0) return restart_outcome::exhausted;
+  auto s = w.best.state;
+  for (int k = 0; k < kick; ++k) random_swap(p, swappable, s, g);
+  HeadMask rm = apply_state(p, s);
+  if (skip_known && obj.known(rm)) return restart_outcome::known;
+  const HeadMask from = apply_state(p, w.best.state);
+  auto v = obj.evaluate(rm, &from);
+  if (!v) return restart_outcome::exhausted;
+  w.adopt(std::move(s), std::move(rm), *v);
+  return restart_outcome::moved;
 }
 
 }  // namespace detail

@@ -66,17 +66,9 @@ template <class O>
 SubResult solve_surrogate(O& obj, const SubProblem& p, const Options& o) {
   const std::size_t e0 = obj.evaluations();
   engine g(p.stream);
-  std::vector<std::pair<std::vector<std::uint8_t>, double>> history;
-  detail::best_tracker best;
-  std::vector<std::uint8_t> parent = unit_state(p, p.start);
-  HeadMask parent_mask = p.start;
-  std::optional<double> ps;
-  if (obj.known(p.start) || detail::allowance(obj, p, e0, 1) > 0)
-    ps = obj.evaluate(p.start, p.reference);
-  if (!ps) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
-  double parent_score = *ps;
-  best.offer(parent, parent_score);
-  history.emplace_back(parent, parent_score);
+  detail::walk w;
+  if (!detail::start_walk(obj, p, e0, w)) return w.finish(p, obj.evaluations() - e0);
+  auto& [history, best, parent, parent_mask, parent_score] = w;
 
   std::vector<int> swappable;
   int m_max = 0;
@@ -87,7 +79,7 @@ SubResult solve_surrogate(O& obj, const SubProblem& p, const Options& o) {
       m_max += std::min(k, n - k);
     }
   }
-  if (swappable.empty()) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
+  if (swappable.empty()) return w.finish(p, obj.evaluations() - e0);
   const int kick = std::max(2, std::min(m_max, 2 * o.max_swaps));
   const int lambda = o.lambda;
   Surrogate model(o.surrogate_points);
@@ -159,22 +151,9 @@ SubResult solve_surrogate(O& obj, const SubProblem& p, const Options& o) {
     }
     if (cands.empty()) {
       // Every neighbour is known: restart from the best, perturbed.
-      if (detail::allowance(obj, p, e0, 1) == 0) break;
-      auto s = best.state;
-      for (int k = 0; k < kick; ++k) detail::random_swap(p, swappable, s, g);
-      HeadMask rm = apply_state(p, s);
-      if (obj.known(rm)) {
-        if (++fails > 4 * o.restart_after + 16) break;
-        continue;
-      }
-      const HeadMask from = apply_state(p, best.state);
-      auto v = obj.evaluate(rm, &from);
-      if (!v) break;
-      history.emplace_back(s, *v);
-      best.offer(s, *v);
-      parent = std::move(s);
-      parent_mask = std::move(rm);
-      parent_score = *v;
+      const auto r = detail::restart_from_best(obj, p, e0, w, swappable, kick, g, true);
+      if (r == detail::restart_outcome::exhausted) break;
+      if (r == detail::restart_outcome::known && ++fails > 4 * o.restart_after + 16) break;
       continue;
     }
 
@@ -217,22 +196,11 @@ SubResult solve_surrogate(O& obj, const SubProblem& p, const Options& o) {
       fails = 0;
     } else if (++fails >= o.restart_after) {
       fails = 0;
-      if (detail::allowance(obj, p, e0, 1) == 0) break;
-      auto s = best.state;
-      for (int k = 0; k < kick; ++k) detail::random_swap(p, swappable, s, g);
-      HeadMask rm = apply_state(p, s);
-      if (obj.known(rm)) continue;
-      const HeadMask from = apply_state(p, best.state);
-      auto v = obj.evaluate(rm, &from);
-      if (!v) break;
-      history.emplace_back(s, *v);
-      best.offer(s, *v);
-      parent = std::move(s);
-      parent_mask = std::move(rm);
-      parent_score = *v;
+      if (detail::restart_from_best(obj, p, e0, w, swappable, kick, g, true) == detail::restart_outcome::exhausted)
+        break;
     }
   }
-  return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
+  return w.finish(p, obj.evaluations() - e0);
 }
 
 }  // namespace bosch::search

@@ -13,17 +13,9 @@ template <class O>
 SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
   const std::size_t e0 = obj.evaluations();
   engine g(p.stream);
-  std::vector<std::pair<std::vector<std::uint8_t>, double>> history;
-  detail::best_tracker best;
-  std::vector<std::uint8_t> parent = unit_state(p, p.start);
-  HeadMask parent_mask = p.start;
-  std::optional<double> ps;
-  if (obj.known(p.start) || detail::allowance(obj, p, e0, 1) > 0)
-    ps = obj.evaluate(p.start, p.reference);
-  if (!ps) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
-  double parent_score = *ps;
-  best.offer(parent, parent_score);
-  history.emplace_back(parent, parent_score);
+  detail::walk w;
+  if (!detail::start_walk(obj, p, e0, w)) return w.finish(p, obj.evaluations() - e0);
+  auto& [history, best, parent, parent_mask, parent_score] = w;
 
   std::vector<int> swappable;
   int m_max = 0;
@@ -36,7 +28,7 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
       n1 += static_cast<std::size_t>(k) * static_cast<std::size_t>(n - k);
     }
   }
-  if (swappable.empty()) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
+  if (swappable.empty()) return w.finish(p, obj.evaluations() - e0);
   const int kick = std::max(2, std::min(m_max, 2 * o.max_swaps));  // restart perturbation
   m_max = std::max(1, std::min(m_max, o.max_swaps));
   const int lambda = o.lambda;
@@ -45,17 +37,8 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
                                      static_cast<std::size_t>(lambda));
   int fails = 0, idle = 0;
   auto restart = [&]() -> bool {
-    if (detail::allowance(obj, p, e0, 1) == 0) return false;
-    const HeadMask from = apply_state(p, best.state);
-    parent = best.state;
-    for (int s = 0; s < kick; ++s) detail::random_swap(p, swappable, parent, g);
-    HeadMask rm = apply_state(p, parent);
-    auto v = obj.evaluate(rm, &from);
-    if (!v) return false;
-    parent_mask = std::move(rm);
-    parent_score = *v;
-    history.emplace_back(parent, parent_score);
-    best.offer(parent, parent_score);
+    if (detail::restart_from_best(obj, p, e0, w, swappable, kick, g, false) != detail::restart_outcome::moved)
+      return false;
     fails = 0;
     return true;
   };
@@ -92,8 +75,7 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
     std::vector<std::size_t> improving;
     for (std::size_t j = 0; j < props.size(); ++j) {
       if (!scores[j]) continue;
-      history.emplace_back(props[j], *scores[j]);
-      best.offer(props[j], *scores[j]);
+      w.record(props[j], *scores[j]);
       if (!pick || *scores[j] > *scores[*pick]) pick = j;
       if (*scores[j] > parent_score) improving.push_back(j);
     }
@@ -123,8 +105,7 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
       HeadMask cm = apply_state(p, combo);
       if (merged >= 2 && !obj.known(cm) && detail::allowance(obj, p, e0, 1) > 0) {
         if (auto v = obj.evaluate(cm, &parent_mask)) {
-          history.emplace_back(combo, *v);
-          best.offer(combo, *v);
+          w.record(combo, *v);
           if (*v > cs) {
             next = std::move(combo);
             next_mask = std::move(cm);
@@ -147,7 +128,7 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
     }
     if (m == m_max && fails >= (m_max - 1) * sweep + o.restart_after && !restart()) break;
   }
-  return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
+  return w.finish(p, obj.evaluations() - e0);
 }
 
 }  // namespace bosch::search
