@@ -111,6 +111,28 @@ bool start_walk(O& obj, const SubProblem& p, std::size_t e0, walk& w) {
   return true;
 }
 
+/// Where count-preserving swaps can move: the groups whose count leaves a
+/// choice (0 < k < n), the most swaps one move can make in them (sum of
+/// min(k, n - k)) and the number of single swaps (sum of k * (n - k)).
+struct swap_space {
+  std::vector<int> groups;
+  int max_swaps = 0;
+  std::size_t singles = 0;
+};
+
+inline swap_space swap_space_of(const SubProblem& p) {
+  swap_space out;
+  for (std::size_t i = 0; i < p.groups.size(); ++i) {
+    const int n = static_cast<int>(p.groups[i].units.size()), k = p.groups[i].count;
+    if (k > 0 && k < n) {
+      out.groups.push_back(static_cast<int>(i));
+      out.max_swaps += std::min(k, n - k);
+      out.singles += static_cast<std::size_t>(k) * static_cast<std::size_t>(n - k);
+    }
+  }
+  return out;
+}
+
 /// Outcome of restart_from_best.
 enum class restart_outcome { moved, known, exhausted };
 

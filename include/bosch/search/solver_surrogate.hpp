@@ -70,15 +70,9 @@ SubResult solve_surrogate(O& obj, const SubProblem& p, const Options& o) {
   if (!detail::start_walk(obj, p, e0, w)) return w.finish(p, obj.evaluations() - e0);
   auto& [history, best, parent, parent_mask, parent_score] = w;
 
-  std::vector<int> swappable;
-  int m_max = 0;
-  for (std::size_t i = 0; i < p.groups.size(); ++i) {
-    const int n = static_cast<int>(p.groups[i].units.size()), k = p.groups[i].count;
-    if (k > 0 && k < n) {
-      swappable.push_back(static_cast<int>(i));
-      m_max += std::min(k, n - k);
-    }
-  }
+  const detail::swap_space space = detail::swap_space_of(p);
+  const std::vector<int>& swappable = space.groups;
+  const int m_max = space.max_swaps;
   if (swappable.empty()) return w.finish(p, obj.evaluations() - e0);
   const int kick = std::max(2, std::min(m_max, 2 * o.max_swaps));
   const int lambda = o.lambda;

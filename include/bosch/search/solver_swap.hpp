@@ -17,17 +17,10 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
   if (!detail::start_walk(obj, p, e0, w)) return w.finish(p, obj.evaluations() - e0);
   auto& [history, best, parent, parent_mask, parent_score] = w;
 
-  std::vector<int> swappable;
-  int m_max = 0;
-  std::size_t n1 = 0;  // size of the single-swap neighbourhood
-  for (std::size_t i = 0; i < p.groups.size(); ++i) {
-    const int n = static_cast<int>(p.groups[i].units.size()), k = p.groups[i].count;
-    if (k > 0 && k < n) {
-      swappable.push_back(static_cast<int>(i));
-      m_max += std::min(k, n - k);
-      n1 += static_cast<std::size_t>(k) * static_cast<std::size_t>(n - k);
-    }
-  }
+  const detail::swap_space space = detail::swap_space_of(p);
+  const std::vector<int>& swappable = space.groups;
+  int m_max = space.max_swaps;
+  const std::size_t n1 = space.singles;  // size of the single-swap neighbourhood
   if (swappable.empty()) return w.finish(p, obj.evaluations() - e0);
   const int kick = std::max(2, std::min(m_max, 2 * o.max_swaps));  // restart perturbation
   m_max = std::max(1, std::min(m_max, o.max_swaps));
