@@ -77,7 +77,7 @@ TEST_CASE("every hook fires, in order, with consistent views") {
   CHECK(rec.n_begin_search == 1);
   CHECK(rec.n_end_search == 1);
   CHECK(rec.begun ==
-        std::vector<Stage>{Stage::anchors, Stage::probes, Stage::ratios, Stage::groups});
+        std::vector<Stage>{Stage::anchors, Stage::probes, Stage::ratios, Stage::groups, Stage::refine});
   CHECK(rec.ended == rec.begun);
   CHECK(rec.evaluations == r.evaluations);
   CHECK(rec.final_evaluations == r.evaluations);
