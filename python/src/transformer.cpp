@@ -4,6 +4,7 @@
 #include "transformer.hpp"
 
 #include <bosch/cpu/backend.hpp>
+#include <bosch/eval/compare.hpp>
 #include <bosch/io/search_metadata.hpp>
 #include <bosch/model/loader.hpp>
 #include <bosch/tasks/generate.hpp>
@@ -131,7 +132,16 @@ nlohmann::json PyTransformerEvaluator::held_out(const HeadMask& mask, const Repo
 }
 
 nlohmann::json PyTransformerEvaluator::metadata(const Options& options, const Result& result) const {
-  return mask_metadata(model_, options, result, options_, suite_);
+  nlohmann::json meta = mask_metadata(model_, options, result, options_, suite_);
+  // As `bosch select` records its warm starts (no --init files or ranking
+  // candidates here: Options::initial_masks are the caller's own masks).
+  nlohmann::json warm{{"init_files", nlohmann::json::array()},
+                      {"candidates", nlohmann::json::array()},
+                      {"previous_ratio", nullptr},
+                      {"initial_masks", options.initial_masks.size()}};
+  warm.update(eval::warm_start_summary(result));
+  meta["warm_start"] = std::move(warm);
+  return meta;
 }
 
 std::size_t PyTransformerEvaluator::calibration_samples() const { return impl_->samples(); }
@@ -177,13 +187,13 @@ void bind_transformer(nb::module_& m) {
             new (self) PyTransformerEvaluator(path, s, o, device, threads, gpu);
           },
           "model_path"_a, nb::kw_only(), "tasks"_a = "niah_single_1,niah_single_2,niah_multikey_1,passkey",
-          "context"_a = 512, "window"_a = 64, "sinks"_a = 0, "samples"_a = 2, "held_out_samples"_a = 4,
+          "context"_a = 512, "window"_a = 64, "sinks"_a = 0, "samples"_a = 2, "held_out_samples"_a = 16,
           "chat"_a = false, "task_seed"_a = 0, "text_files"_a.none() = nb::none(), "device"_a = "cpu",
           "threads"_a = 0, "gpu"_a = 0, "cache_bytes"_a = std::size_t{2} << 30,
           nb::sig("def __init__(self, model_path: str | os.PathLike[str], *, "
                   "tasks: str | collections.abc.Sequence[str] = "
                   "'niah_single_1,niah_single_2,niah_multikey_1,passkey', context: int = 512, "
-                  "window: int = 64, sinks: int = 0, samples: int = 2, held_out_samples: int = 4, "
+                  "window: int = 64, sinks: int = 0, samples: int = 2, held_out_samples: int = 16, "
                   "chat: bool = False, task_seed: int = 0, "
                   "text_files: collections.abc.Sequence[str | os.PathLike[str]] | None = None, "
                   "device: typing.Literal['cpu', 'cuda'] = 'cpu', threads: int = 0, gpu: int = 0, "
