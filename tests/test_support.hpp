@@ -3,12 +3,15 @@
 
 #include <doctest/doctest.h>
 
+#include <bosch/options.hpp>
+
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace bosch::test {
 
@@ -75,6 +78,16 @@ std::string error_where(const std::filesystem::path& path, const std::string& te
     return e.where();
   }
   return "(accepted)";
+}
+
+/// Two evaluation logs agree record for record (index, mask, score, stage).
+inline bool same_log(const std::vector<EvaluationRecord>& a, const std::vector<EvaluationRecord>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].index != b[i].index || !(a[i].mask == b[i].mask) || a[i].score != b[i].score ||
+        a[i].stage != b[i].stage)
+      return false;
+  return true;
 }
 
 }  // namespace bosch::test

@@ -17,15 +17,7 @@ using bosch::Variant;
 
 namespace {
 
-bool same_log(const std::vector<bosch::EvaluationRecord>& a,
-              const std::vector<bosch::EvaluationRecord>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (a[i].index != b[i].index || !(a[i].mask == b[i].mask) || a[i].score != b[i].score ||
-        a[i].stage != b[i].stage)
-      return false;
-  return true;
-}
+using bosch::test::same_log;
 
 }  // namespace
 
