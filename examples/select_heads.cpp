@@ -27,6 +27,7 @@
 // in a build without CUDA -- or no usable CUDA device (then the line
 // "SKIPPED: no CUDA device: <reason>" on stdout).
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 #include <bosch/cpu/backend.hpp>
 #include <bosch/eval/report.hpp>
 #include <bosch/eval/suite.hpp>

@@ -10,7 +10,7 @@ function(_bosch_sanitize_scope)
   if(NOT BOSCH_SANITIZE OR NOT TARGET bosch_transformer)
     return()
   endif()
-  file(GLOB _unchecked "${CMAKE_SOURCE_DIR}/src/cpu/*.cpp" "${CMAKE_SOURCE_DIR}/src/eval/*.cpp")
-  set_source_files_properties(${_unchecked} DIRECTORY "${CMAKE_SOURCE_DIR}/src"
+  file(GLOB _unchecked "${CMAKE_SOURCE_DIR}/transformer/src/cpu/*.cpp" "${CMAKE_SOURCE_DIR}/transformer/src/eval/*.cpp")
+  set_source_files_properties(${_unchecked} DIRECTORY "${CMAKE_SOURCE_DIR}/transformer"
     PROPERTIES COMPILE_OPTIONS "-fno-sanitize=all")
 endfunction()

@@ -17,6 +17,7 @@
 #include "warm_start_options.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 #include <bosch/eval/report.hpp>
 #include <bosch/eval/suite.hpp>
 #include <bosch/io/checkpoint.hpp>

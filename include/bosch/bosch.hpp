@@ -12,7 +12,10 @@
 ///   resume are io/checkpoint.hpp's Checkpoint callback
 /// - bosch::select(evaluator, options, callbacks...) (search/select.hpp)
 /// - model-free baselines: RAND, BME, INTR, mask_from_scores (baselines/)
-/// - mask files: JSON, DuoAttention-style TSV, text grid (io/mask_io.hpp)
+///
+/// It needs only the standard library and Boost headers (no JSON, no OS
+/// headers, no <iostream>). Mask files, checkpoints and logs are the separate
+/// bosch::io headers (<bosch/io/mask_io.hpp>, <bosch/io/checkpoint.hpp>).
 ///
 /// @code
 /// #include <bosch/bosch.hpp>
@@ -37,4 +40,3 @@
 #include <bosch/search/select.hpp>
 #include <bosch/baselines/layer.hpp>
 #include <bosch/baselines/ranking.hpp>
-#include <bosch/io/mask_io.hpp>

@@ -34,8 +34,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
-#include <filesystem>
-#include <iostream>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -145,25 +143,40 @@ inline std::string format_duration(double s) {
 /// this process (replays excluded) over the planned remainder.
 class ProgressReporter {
  public:
-  /// @param out   destination stream (kept by reference), default std::cerr.
+  /// Lines to standard error (through std::fputs: this header needs no <iostream>).
   /// @param every print after every `every`-th evaluation (>= 1), default 1.
-  explicit ProgressReporter(std::ostream& out = std::cerr, std::size_t every = 1)
+  explicit ProgressReporter(std::size_t every = 1) : every_(every == 0 ? 1 : every) {}
+  /// Lines to `out` (kept by reference; must outlive the search), e.g. std::cerr.
+  explicit ProgressReporter(std::ostream& out, std::size_t every = 1)
       : out_(&out), every_(every == 0 ? 1 : every) {}
 
   void begin_stage(const SearchView& v, Stage s) {
-    *out_ << "bosch: stage " << to_string(s) << " (" << v.evaluations << "/"
-          << v.planned_evaluations << " evaluations)\n";
+    write("bosch: stage " + std::string(to_string(s)) + " (" + std::to_string(v.evaluations) + "/" +
+          std::to_string(v.planned_evaluations) + " evaluations)\n");
   }
   void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
     if ((r.index + 1) % every_ == 0) line(v);
   }
   void end_search(const SearchView& v, const Result& r) {
-    *out_ << "bosch: done, " << r.evaluations << " evaluations (" << r.cache_hits
-          << " cache hits), score " << r.score << " (S^ " << r.normalized_score << "), "
-          << detail::format_duration(v.elapsed_seconds) << "\n";
+    write("bosch: done, " + std::to_string(r.evaluations) + " evaluations (" + std::to_string(r.cache_hits) +
+          " cache hits), score " + number(r.score) + " (S^ " + number(r.normalized_score) + "), " +
+          detail::format_duration(v.elapsed_seconds) + "\n");
   }
 
  private:
+  /// As `std::ostream << double` with the default precision (6 significant digits).
+  static std::string number(double x) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+  }
+  void write(const std::string& text) {
+    if (out_ != nullptr) {
+      out_->write(text.data(), static_cast<std::streamsize>(text.size()));
+    } else {
+      std::fputs(text.c_str(), stderr);
+    }
+  }
   void line(const SearchView& v) {
     char buf[256];
     const std::size_t fresh = v.evaluations - v.replayed;
@@ -183,12 +196,11 @@ class ProgressReporter {
         best += buf;
       }
     }
-    *out_ << "bosch [" << to_string(v.stage) << "] " << v.evaluations << "/"
-          << v.planned_evaluations << " evaluations, best " << best << ", "
-          << detail::format_duration(v.elapsed_seconds) << " elapsed, ETA "
-          << detail::format_duration(eta) << "\n";
+    write("bosch [" + std::string(to_string(v.stage)) + "] " + std::to_string(v.evaluations) + "/" +
+          std::to_string(v.planned_evaluations) + " evaluations, best " + best + ", " +
+          detail::format_duration(v.elapsed_seconds) + " elapsed, ETA " + detail::format_duration(eta) + "\n");
   }
-  std::ostream* out_;
+  std::ostream* out_ = nullptr;
   std::size_t every_;
 };
 

@@ -2,6 +2,7 @@
 #include "cli_support.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 
 #include <boost/random/bernoulli_distribution.hpp>
 #include <boost/random/mersenne_twister.hpp>

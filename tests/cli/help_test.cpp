@@ -2,6 +2,7 @@
 #include "cli_support.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 #include <bosch/version.hpp>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 #include "cli_support.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 #include <bosch/cpu/backend.hpp>
 #include <bosch/model/model.hpp>
 

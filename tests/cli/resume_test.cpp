@@ -6,6 +6,7 @@
 #include "cli_support.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 
 using namespace bosch::test::cli;
 

@@ -3,6 +3,7 @@
 #include "cli_support.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 #include <bosch/io/options_json.hpp>
 
 using namespace bosch::test::cli;

@@ -16,6 +16,7 @@
 // with a message on stderr.
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 #include <bosch/io/atomic_file.hpp>
 #include <bosch/io/checkpoint.hpp>
 

@@ -4,7 +4,7 @@
 // errors a machine without a usable GPU gets.
 
 #include "../cpu/tiny_model.hpp"
-#include "../../cuda/plan.hpp"
+#include "../../cuda/src/plan.hpp"
 #include "cuda_support.hpp"
 
 #include <bosch/cuda/attention_tiles.hpp>

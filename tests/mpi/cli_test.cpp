@@ -8,6 +8,7 @@
 #include "cli/cli_support.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 
 #include <dirent.h>
 

@@ -18,6 +18,7 @@
 //       message on stderr on error.
 
 #include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
 #include <bosch/io/atomic_file.hpp>
 #include <bosch/io/options_json.hpp>
 
