@@ -148,14 +148,8 @@ int main(int argc, char** argv) {
     suite.context_length = g_context;
     suite.calibration_samples = g_samples;
     suite.held_out_samples = 0;
-    const auto fixture_text = std::filesystem::path(BOSCH_BENCH_SOURCE_DIR) / ".." / "shared" /
-                              "fixtures" / "text" / "0_emma.txt";
-    try {
-      g_suite = std::make_unique<TaskSuite>(make_task_suite(suite, g_model->tokenizer, false));
-    } catch (const bosch::file_error&) {  // no exported novels: use the fixture text
-      suite.text_files = {fixture_text};
-      g_suite = std::make_unique<TaskSuite>(make_task_suite(suite, g_model->tokenizer, false));
-    }
+    // The novels come from scripts/fetch-test-data (scripts/setup --with-text).
+    g_suite = std::make_unique<TaskSuite>(make_task_suite(suite, g_model->tokenizer, false));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_eval_probe_cache: %s\n", e.what());
     return 1;

@@ -23,13 +23,25 @@ inline std::uint64_t seed(std::uint64_t offset = 0) { return seed_value + offset
 /// supposed to provide must then be present, and its absence fails the test.
 inline bool in_ci() { return std::getenv("CI") != nullptr; }
 
-/// Path of a file under ../shared/fixtures, or empty when the fixtures are not
-/// present. Under CI a missing fixture is a failure, never a quiet skip.
+/// The cache that scripts/fetch-model and scripts/fetch-test-data fill:
+/// $BOSCH_CACHE, else ~/.cache/bosch.
+inline std::filesystem::path cache_dir() {
+  if (const char* cache = std::getenv("BOSCH_CACHE")) return cache;
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home ? home : "/tmp") / ".cache" / "bosch";
+}
+
+/// Path of a test data file (tests/data/README.md): `relative` under the
+/// committed tests/data, else under the cache that scripts/fetch-test-data
+/// fills (texts, tokenizer vocabularies). A missing file fails the test: the
+/// suite never passes with a section that asserted nothing.
 inline std::filesystem::path fixture(const std::string& relative) {
-  std::filesystem::path p = std::filesystem::path(BOSCH_FIXTURES_DIR) / relative;
-  if (std::filesystem::exists(p)) return p;
-  if (in_ci()) FAIL("fixture missing under CI: " << p.string());
-  MESSAGE("SKIPPED: fixture not present: " << p.string());
+  const std::filesystem::path committed = std::filesystem::path(BOSCH_TEST_DATA_DIR) / relative;
+  if (std::filesystem::exists(committed)) return committed;
+  const std::filesystem::path fetched = cache_dir() / relative;
+  if (std::filesystem::exists(fetched)) return fetched;
+  FAIL("test data missing: " << relative << " (looked in " << committed.string() << " and "
+                             << fetched.string() << "; run scripts/fetch-test-data)");
   return {};
 }
 
@@ -41,14 +53,10 @@ inline std::filesystem::path default_model() {
   if (const char* env = std::getenv("BOSCH_MODEL")) {
     p = env;
   } else {
-    const char* cache = std::getenv("BOSCH_CACHE");
-    std::filesystem::path base = cache ? std::filesystem::path(cache)
-                                       : std::filesystem::path(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") / ".cache" / "bosch";
-    p = base / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+    p = cache_dir() / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
   }
   if (std::filesystem::exists(p)) return p;
-  if (in_ci()) FAIL("default model missing under CI (run scripts/fetch-model): " << p.string());
-  MESSAGE("SKIPPED: default model not fetched (run scripts/fetch-model): " << p.string());
+  FAIL("default model missing (run scripts/fetch-model): " << p.string());
   return {};
 }
 

@@ -4,9 +4,9 @@
 The tests that compare with the C++ side run programs of a CMake build of the
 repository (BOSCH_BUILD_DIR, default build/ as scripts/test makes it): the
 `bosch` program and tests/python_reference's bosch_python_reference. Data
-comes from ../shared/fixtures (BOSCH_FIXTURES_DIR). Outside CI a missing
-program or fixture skips the test that needs it; under CI (the CI variable is
-set) it fails, as the C++ suites do.
+comes from tests/data and from the cache that scripts/fetch-test-data fills
+(tests/data/README.md). A missing program or data file fails the test that
+needs it, as in the C++ suites: nothing passes having asserted nothing.
 """
 
 import os
@@ -17,17 +17,16 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("BOSCH_BUILD_DIR", ROOT / "build"))
-FIXTURES = pathlib.Path(os.environ.get("BOSCH_FIXTURES_DIR", ROOT.parent / "shared" / "fixtures"))
+DATA = ROOT / "tests" / "data"
+CACHE = pathlib.Path(os.environ.get("BOSCH_CACHE", pathlib.Path.home() / ".cache" / "bosch"))
 
 
 def need(path: pathlib.Path, what: str) -> pathlib.Path:
-    """`path` when it exists; else fail under CI and skip otherwise."""
+    """`path` when it exists; else the test fails, naming what to run."""
     if path.exists():
         return path
-    message = f"{what} missing: {path}"
-    if os.environ.get("CI"):
-        pytest.fail(message + " (under CI every program and fixture must be present)")
-    pytest.skip(message)
+    pytest.fail(f"{what} missing: {path} (scripts/test builds the programs; "
+                "scripts/fetch-test-data fetches the data)")
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +42,12 @@ def reference_program() -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def stories_model() -> pathlib.Path:
-    return need(FIXTURES / "models" / "stories260K.gguf", "fixture model stories260K")
+    return need(DATA / "models" / "stories260K.gguf", "test model stories260K")
 
 
 @pytest.fixture(scope="session")
 def emma_text() -> pathlib.Path:
-    return need(FIXTURES / "text" / "0_emma.txt", "fixture text")
+    return need(CACHE / "text" / "emma.txt", "test text")
 
 
 def run(args, **kwargs) -> subprocess.CompletedProcess:

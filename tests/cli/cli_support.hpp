@@ -150,7 +150,7 @@ inline Run run_with_hooks(const std::vector<std::string>& args, const TempDir& d
 /// The tiny real model (empty when the fixtures are absent: the caller returns).
 inline std::string model() { return fixture("models/stories260K.gguf").string(); }
 /// Natural text for the copy task (a fixture; no $BOSCH_CACHE needed).
-inline std::string text() { return fixture("text/0_emma.txt").string(); }
+inline std::string text() { return fixture("text/emma.txt").string(); }
 
 /// The options of a small, fast search on the tiny model: the copy task over
 /// natural text, 300-token samples (beyond the model's trained context of

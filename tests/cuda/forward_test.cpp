@@ -253,7 +253,7 @@ TEST_CASE("CUDA forward on the default model (SmolLM2-135M) matches the CPU back
   const auto path = test::default_model();
   if (path.empty()) return;
   const model::Model m = model::load(path);
-  const auto text = test::fixture("text/0_emma.txt");
+  const auto text = test::fixture("text/emma.txt");
   std::vector<int> tokens;
   if (!text.empty()) {
     std::ifstream in(text);

@@ -45,7 +45,7 @@ bosch::tasks::TaskSet copy_tasks(const bosch::model::Model& model, int context, 
   spec.context_length = context;
   spec.num_samples = samples;
   spec.seed = bosch::test::seed(7);
-  spec.text_files = {bosch::test::fixture("text/0_emma.txt")};
+  spec.text_files = {bosch::test::fixture("text/emma.txt")};
   return bosch::tasks::generate(spec, model.tokenizer);
 }
 
@@ -69,7 +69,7 @@ void check_same(const bosch::TaskScore& a, const bosch::TaskScore& b) {
 
 TEST_CASE("held-out greedy decoding: incremental equals recomputation (stories260K, copy)") {
   const auto path = bosch::test::fixture("models/stories260K.gguf");
-  if (path.empty() || bosch::test::fixture("text/0_emma.txt").empty()) return;
+  if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;
   const auto model = bosch::model::load(path);
   const bosch::cpu::Backend backend(model);
   const auto tasks = copy_tasks(model, 300, 2);

@@ -24,7 +24,7 @@ bosch::tasks::TaskSet copy_tasks(const bosch::model::Model& model, int context, 
   spec.context_length = context;
   spec.num_samples = samples;
   spec.seed = bosch::test::seed();
-  spec.text_files = {bosch::test::fixture("text/0_emma.txt")};
+  spec.text_files = {bosch::test::fixture("text/emma.txt")};
   return bosch::tasks::generate(spec, model.tokenizer);
 }
 
@@ -39,7 +39,7 @@ bosch::HeadMask random_mask(const bosch::HeadLayout& layout, boost::random::mt19
 
 TEST_CASE("hinted evaluation gives exactly the score of a full evaluation (stories260K)") {
   const auto path = bosch::test::fixture("models/stories260K.gguf");
-  if (path.empty() || bosch::test::fixture("text/0_emma.txt").empty()) return;
+  if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;
   const auto model = bosch::model::load(path);
   const bosch::cpu::Backend backend(model);
   const auto tasks = copy_tasks(model, 300, 3);
@@ -82,7 +82,7 @@ TEST_CASE("hinted evaluation gives exactly the score of a full evaluation (stori
 
 TEST_CASE("the evaluator rejects a mask of another model and an empty task set") {
   const auto path = bosch::test::fixture("models/stories260K.gguf");
-  if (path.empty() || bosch::test::fixture("text/0_emma.txt").empty()) return;
+  if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;
   const auto model = bosch::model::load(path);
   const bosch::cpu::Backend backend(model);
   Evaluator e(backend, copy_tasks(model, 300, 1));
@@ -95,7 +95,7 @@ TEST_CASE("the evaluator rejects a mask of another model and an empty task set")
 
 TEST_CASE("select() on a real model finishes with the exact ratio within its budget (stories260K)") {
   const auto path = bosch::test::fixture("models/stories260K.gguf");
-  if (path.empty() || bosch::test::fixture("text/0_emma.txt").empty()) return;
+  if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;
   const auto model = bosch::model::load(path);
   const bosch::cpu::Backend backend(model);
   bosch::TransformerEvaluatorOptions eo;
@@ -118,7 +118,7 @@ TEST_CASE("select() on a real model finishes with the exact ratio within its bud
 
 TEST_CASE("sample ranges: shares of the samples reduce to exactly the full score (stories260K)") {
   const auto path = bosch::test::fixture("models/stories260K.gguf");
-  if (path.empty() || bosch::test::fixture("text/0_emma.txt").empty()) return;
+  if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;
   const auto model = bosch::model::load(path);
   const bosch::cpu::Backend backend(model);
   bosch::TransformerEvaluatorOptions eo;

@@ -1,5 +1,5 @@
 // llama.cpp's tokenizer test vectors (test-tokenizer-0) on the vocabulary-only
-// GGUF files in ../shared/fixtures/vocab: every case must give exactly the
+// GGUF files in the fetched test data (vocab/, tests/data/README.md): every case must give exactly the
 // expected ids, and decoding them must give the input back.
 
 #include <bosch/model/gguf.hpp>

@@ -226,7 +226,7 @@ TEST_CASE("resume: rank 0 reads the checkpoint and every process replays it") {
 
 TEST_CASE("the transformer evaluator spread over processes gives one process's search (stories260K)") {
   const auto path = bosch::test::fixture("models/stories260K.gguf");
-  const auto text = bosch::test::fixture("text/0_emma.txt");
+  const auto text = bosch::test::fixture("text/emma.txt");
   if (path.empty() || text.empty()) return;
   const auto model = bosch::model::load(path);
   const bosch::cpu::Backend backend(model, {.threads = 1});

@@ -36,8 +36,8 @@ inline std::optional<model::Tokenizer> bpe_tokenizer() { return tokenizer_of(def
 
 /// The fixture novels (empty when the fixtures are absent).
 inline std::vector<std::filesystem::path> fixture_texts() {
-  const auto a = fixture("text/0_emma.txt");
-  const auto b = fixture("text/4_prideandprejudice.txt");
+  const auto a = fixture("text/emma.txt");
+  const auto b = fixture("text/prideprejudice.txt");
   if (a.empty() || b.empty()) return {};
   return {a, b};
 }
