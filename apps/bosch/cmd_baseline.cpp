@@ -105,10 +105,10 @@ int run_baseline(int argc, char** argv) {
       throw usage_error("the head rankings read attention on the CPU backend (use --device cpu)");
     if (report && suite.held_out_samples < 1)
       throw bosch::invalid_argument("must be at least 1 for --report", "--held-out-samples");
-    check_output_path(out, "--out");
-    check_output_path(scores_path, "--scores");
-    check_output_path(svg, "--svg");
-    if (!layer || report) to.check_model(read_model_config(mo));
+    check_outputs({{"--out", out}, {"--scores", scores_path}, {"--svg", svg}});
+    const model::Config config = read_model_config(mo);
+    (void)checked_target_count(config.layout(), ratio, "--ratio");
+    if (!layer || report) to.check_model(config);
 
     const model::Model model = load_model(mo, oo);
     const HeadLayout layout = model.config.layout();

@@ -6,6 +6,7 @@
 #include "baseline_options.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
+#include "files.hpp"
 #include "model_options.hpp"
 #include "search_options.hpp"
 #include "task_options.hpp"
@@ -146,6 +147,7 @@ int run_compare(int argc, char** argv) {
     const eval::RatioOrder ratio_order = wo.resolved_order();
     smo.warm_start = wo.warm_start;
     smo.candidates = wo.resolved_candidates();
+    check_output_dir(out, "--out");
     const model::Config config = read_model_config(mo);
     to.check_model(config);
     // The other held-out contexts: checked like --context.

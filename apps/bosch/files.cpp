@@ -6,6 +6,8 @@
 #include <bosch/error.hpp>
 #include <bosch/io/atomic_file.hpp>
 
+#include "errors.hpp"
+
 #include <iostream>
 #include <iterator>
 #include <system_error>
@@ -14,13 +16,40 @@ namespace bosch::cli {
 
 void check_output_path(const std::filesystem::path& path, const std::string& option) {
   if (path.empty() || path == "-") return;
-  const std::filesystem::path dir = path.parent_path();
-  if (dir.empty()) return;  // the working directory
-  std::error_code ec;
-  if (!std::filesystem::exists(dir, ec))
-    throw file_error("directory '" + dir.string() + "' does not exist", option);
-  if (!std::filesystem::is_directory(dir, ec))
-    throw file_error("'" + dir.string() + "' is not a directory", option);
+  io::check_output_file(path, option);
+}
+
+void check_outputs(const std::vector<OutputPath>& outputs) {
+  std::vector<std::pair<std::filesystem::path, const OutputPath*>> seen;
+  for (const auto& o : outputs) {
+    if (o.path.empty()) continue;
+    check_output_path(o.path, o.option);
+    std::filesystem::path key = o.path;
+    if (o.path != "-") {
+      std::error_code ec;
+      key = std::filesystem::weakly_canonical(std::filesystem::absolute(io::write_target(o.path)), ec);
+      if (ec) key = std::filesystem::absolute(o.path).lexically_normal();
+    }
+    for (const auto& [k, other] : seen)
+      if (k == key)
+        throw usage_error(other->option + " and " + o.option + " name the same file '" + o.path.string() +
+                          "': give each output its own path");
+    seen.emplace_back(key, &o);
+  }
+}
+
+void check_output_dir(const std::filesystem::path& dir, const std::string& option) {
+  if (dir.empty()) throw file_error("empty path", option);
+  std::filesystem::path p = std::filesystem::absolute(dir).lexically_normal();
+  while (!p.empty()) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(p, ec);
+    if (st.type() == std::filesystem::file_type::directory) return;
+    if (st.type() != std::filesystem::file_type::not_found)
+      throw file_error("'" + p.string() + "' is not a directory", option);
+    if (p == p.parent_path()) break;
+    p = p.parent_path();
+  }
 }
 
 std::string read_input(const std::filesystem::path& path) {

@@ -7,15 +7,35 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace bosch::cli {
 
-/// Throws bosch::file_error naming `option` and the directory ("--out:
-/// directory '/missing/dir' does not exist") unless the directory `path`
-/// would be written in exists. "-" (stdout) and an empty path (no such
-/// output) pass. Call it for every output before a long computation, so that
-/// a typo fails at once and not after the search.
+/// Throws bosch::file_error naming `option` and the path unless `path` can
+/// be written (io::check_output_file: not a directory, socket or block
+/// device; its directory exists and is writable; its name fits). "-"
+/// (stdout) and an empty path (no such output) pass. Call it for every output
+/// before a long computation, so that a typo fails at once and not after the
+/// search.
 void check_output_path(const std::filesystem::path& path, const std::string& option);
+
+/// One output of a command: the option that names it and its path (empty: not
+/// requested).
+struct OutputPath {
+  std::string option;
+  std::filesystem::path path;
+};
+
+/// check_output_path for each output, then refuses two outputs that name the
+/// same file (after following symbolic links; "-" counts as one file, stdout):
+/// bosch::usage_error "--out and --log name the same file 's.json'". Call it
+/// with every output of the command before loading the model.
+void check_outputs(const std::vector<OutputPath>& outputs);
+
+/// Throws bosch::file_error naming `option` unless `dir` is an existing
+/// directory or can be created (each existing ancestor is a directory); the
+/// check of an output directory before any work.
+void check_output_dir(const std::filesystem::path& dir, const std::string& option);
 
 /// The whole text of `path`, or of stdin for "-" (bosch::file_error naming
 /// the file on a read failure).

@@ -29,6 +29,7 @@ std::string with_ratio(const std::string& path, double rho) {
 std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool several, const std::string& out,
                                     const std::string& checkpoint, const std::string& log, const std::string& svg) {
   std::vector<RatioFiles> runs;
+  std::vector<OutputPath> outputs;
   for (double rho : ratios) {
     auto name = [&](const std::string& p) { return several ? with_ratio(p, rho) : p; };
     RatioFiles f;
@@ -40,18 +41,19 @@ std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool seve
     f.checkpoint = f.default_checkpoint ? (f.out == "-" ? std::string("bosch-select") : f.out) + ".checkpoint"
                                         : name(checkpoint);
     f.identity = f.checkpoint + ".run.json";
-    check_output_path(f.out, "--out");
-    check_output_path(f.checkpoint, f.default_checkpoint ? "--out" : "--checkpoint");
-    check_output_path(f.log, "--log");
-    check_output_path(f.svg, "--svg");
+    outputs.push_back({"--out", f.out});
+    outputs.push_back({f.default_checkpoint ? "--out's checkpoint" : "--checkpoint", f.checkpoint});
+    outputs.push_back({"--log", f.log});
+    outputs.push_back({"--svg", f.svg});
     runs.push_back(std::move(f));
   }
+  check_outputs(outputs);
   return runs;
 }
 
-void remove_checkpoint(RatioFiles& f) {
+void finish_files(RatioFiles& f) {
   std::error_code ec;
-  std::filesystem::remove(f.checkpoint, ec);
+  if (f.default_checkpoint) std::filesystem::remove(f.checkpoint, ec);
   std::filesystem::remove(f.identity, ec);
   if (f.lock) f.lock->release(/*remove_file=*/true);
 }

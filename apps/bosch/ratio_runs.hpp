@@ -37,12 +37,15 @@ struct RatioFiles {
 /// The files of each ratio (in the order given): with `several`, every path
 /// gets the ratio (with_ratio); else they are used as they are. An empty
 /// `checkpoint` means OUT.checkpoint ("bosch-select.checkpoint" for stdout).
-/// Every output's directory is checked (check_output_path); no lock is taken.
+/// Every output is checked (check_outputs: writable, no two on one file); no
+/// lock is taken.
 std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool several, const std::string& out,
                                     const std::string& checkpoint, const std::string& log, const std::string& svg);
 
-/// Removes a finished run's default checkpoint, its identity file and its lock.
-void remove_checkpoint(RatioFiles& f);
+/// After a finished run: removes the checkpoint's identity file and lock, and
+/// the checkpoint itself unless the user named it (--checkpoint), so that
+/// only the files asked for remain.
+void finish_files(RatioFiles& f);
 
 /// The table printed after a multi-ratio run: per ratio (ascending) the SWA
 /// count, score, evaluations and seconds, and the head-set turnover and

@@ -32,9 +32,37 @@
 
 namespace bosch::io {
 
-/// Reads a whole file. Throws bosch::file_error (where = path) when it
-/// cannot be opened or read.
+/// The file a write to `path` lands in: `path` itself, or, when `path` is a
+/// symbolic link (to a file that may not exist yet), the end of its chain of
+/// links, so that writing "link.json" updates the link's target and keeps the
+/// link. Throws bosch::file_error for a loop of links.
+inline std::filesystem::path write_target(const std::filesystem::path& path) {
+  std::filesystem::path p = path;
+  for (int hops = 0;; ++hops) {
+    std::error_code ec;
+    if (!std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec))) return p;
+    if (hops == 40) throw file_error("too many levels of symbolic links", path.string());
+    const std::filesystem::path next = std::filesystem::read_symlink(p, ec);
+    if (ec) throw file_error("cannot read symbolic link: " + ec.message(), p.string());
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+}
+
+/// Throws bosch::file_error (where = path) unless `path` can be read as a
+/// file: it exists and is not a directory.
+inline void check_input_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (st.type() == std::filesystem::file_type::not_found)
+    throw file_error("no such file", path.string());
+  if (st.type() == std::filesystem::file_type::directory)
+    throw file_error("is a directory, not a file", path.string());
+}
+
+/// Reads a whole file. Throws bosch::file_error (where = path) when it is
+/// missing, is a directory, or cannot be opened or read.
 inline std::string read_file(const std::filesystem::path& path) {
+  check_input_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw file_error(std::string("cannot open for reading: ") + std::strerror(errno),
@@ -45,19 +73,100 @@ inline std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
-/// Writes `content` to `path` atomically (temporary file + rename). Creates
-/// no directories. Throws bosch::file_error (where = path) on failure, after
-/// removing the temporary file.
+/// How write_file_atomic writes to a path.
+enum class WriteMode {
+  replace,   ///< a new regular file: temporary file + rename (atomic)
+  in_place,  ///< an existing character device or FIFO (/dev/null, a pipe): written directly
+};
+
+/// How `path` (after write_target) would be written, or a bosch::file_error
+/// (where = `option` when given, else the path) saying why it cannot be: an
+/// empty path, a directory, a socket or block device, a missing or
+/// non-directory parent, a file name too long for the file system, a parent
+/// directory where no file can be created (tried with an empty probe file,
+/// removed at once; `probe` false skips that). The check every
+/// output gets before a long computation, so that a bad path fails at once.
+inline WriteMode check_output_file(const std::filesystem::path& path, const std::string& option = {},
+                                   bool probe = true) {
+  auto fail = [&](const std::string& why, const std::filesystem::path& p) {
+    throw file_error(option.empty() ? why : "'" + p.string() + "': " + why,
+                     option.empty() ? p.string() : option);
+  };
+  if (path.empty()) fail("empty path", path);
+  const std::filesystem::path target = write_target(path);
+  std::error_code ec;
+  const auto st = std::filesystem::status(target, ec);
+  using ft = std::filesystem::file_type;
+  switch (st.type()) {
+    case ft::directory: fail("is a directory, not a file", target); break;
+    case ft::character:
+    case ft::fifo: return WriteMode::in_place;
+    case ft::regular:
+    case ft::not_found: break;
+    default: fail("is not a regular file (a socket or block device); refusing to replace it", target);
+  }
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  const auto dst = std::filesystem::status(dir, ec);
+  if (dst.type() == ft::not_found) fail("directory '" + dir.string() + "' does not exist", target);
+  if (dst.type() != ft::directory) fail("'" + dir.string() + "' is not a directory", target);
+#ifdef BOSCH_HAVE_POSIX_IO
+  // The temporary file's name is the target's plus ".tmp.<pid>.<n>" (at most
+  // 32 more bytes): it must fit the directory's file-name limit too.
+  long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  if (name_max <= 0) name_max = 255;
+  if (static_cast<long>(target.filename().string().size()) + 32 > name_max)
+    fail("file name too long (" + std::to_string(target.filename().string().size()) + " bytes; at most " +
+             std::to_string(name_max - 32) + " here)",
+         target);
+  if (probe) {
+    // Whether a file can be created there is known only by trying (root
+    // passes permission checks, /proc refuses new files, a file system may be
+    // read-only): create and remove an empty probe file.
+    std::string probe(1, '.');
+    probe += target.filename().string();
+    probe += ".probe.";
+    probe += std::to_string(static_cast<long>(::getpid()));
+    const std::filesystem::path pp = dir / probe;
+    const int fd = ::open(pp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      const int err = errno;
+      if (err != EEXIST) fail("cannot create a file in directory '" + dir.string() + "': " + std::strerror(err), target);
+    } else {
+      ::close(fd);
+      ::unlink(pp.c_str());
+    }
+  }
+#endif
+  return WriteMode::replace;
+}
+
+/// Writes `content` to `path` atomically (temporary file + rename), so that
+/// readers see the old file or the new one, never a torn one. A symbolic link
+/// is followed: its target is replaced and the link kept (write_target). A
+/// character device or FIFO (/dev/null, /dev/stdout, a named pipe) is written
+/// in place; a directory, socket or block device is refused, never replaced.
+/// An existing file's permissions are kept. Creates no directories. Throws
+/// bosch::file_error (where = path) on failure, after removing the temporary
+/// file.
 inline void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
   static std::atomic<unsigned long> counter{0};
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+  const std::filesystem::path target = write_target(path);
+  if (check_output_file(path, {}, /*probe=*/false) == WriteMode::in_place) {
+    std::ofstream out(target, std::ios::binary | std::ios::out);
+    if (!out) throw file_error(std::string("cannot open for writing: ") + std::strerror(errno), path.string());
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) throw file_error("write failed", path.string());
+    return;
+  }
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
 #ifdef BOSCH_HAVE_POSIX_IO
   const long pid = static_cast<long>(::getpid());
 #else
   const long pid = 0;
 #endif
   std::string name(1, '.');  // built piecewise (GCC 12 warns on "." + std::string)
-  name += path.filename().string();
+  name += target.filename().string();
   name += ".tmp.";
   name += std::to_string(pid);
   name += '.';
@@ -76,6 +185,12 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
     out.close();
     if (!out) fail("write failed");
   }
+  {
+    std::error_code ec;
+    const auto old = std::filesystem::status(target, ec);
+    if (!ec && old.type() == std::filesystem::file_type::regular)
+      std::filesystem::permissions(tmp, old.permissions(), ec);  // best effort
+  }
 #ifdef BOSCH_HAVE_POSIX_IO
   {
     // The data must be on disk before the rename makes it the target.
@@ -88,7 +203,7 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
   }
 #endif
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
+  std::filesystem::rename(tmp, target, ec);
   if (ec) fail("cannot rename temporary file into place: " + ec.message());
 #ifdef BOSCH_HAVE_POSIX_IO
   {
