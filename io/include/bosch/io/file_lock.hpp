@@ -10,7 +10,8 @@
 /// The lock is an advisory flock(2) on a small lock file beside the output.
 /// The kernel releases it when the process ends, however it ends (SIGKILL
 /// included), so a crashed run never leaves a stale lock that blocks --resume;
-/// the lock file itself may stay behind and is harmless. Without POSIX I/O the
+/// the holder removes the lock file when it lets go (only a killed process
+/// leaves it behind, where it is harmless). Without POSIX I/O the
 /// lock is a no-op.
 
 #include <bosch/error.hpp>
@@ -60,7 +61,9 @@ class FileLock {
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
-  ~FileLock() { release(); }
+  /// Releases the lock and removes the lock file: only the outputs the user
+  /// asked for remain, after a failure or an interrupt too.
+  ~FileLock() { release(/*remove_file=*/true); }
 
   /// Releases the lock; with `remove_file`, deletes the lock file first (call
   /// it when the protected output is finished and nothing is left to resume).
