@@ -36,6 +36,7 @@ int run_logits(int argc, char** argv) {
     cl.options.add(mo.describe()).add(what).add(ao.describe()).add(oo.describe());
     cl.hidden.add_options()("tokens", po::value(&token_text)->value_name("TOKEN_ID..."));
     cl.positional.add("model", 1).add("tokens", -1);
+    cl.negative_numbers_to = "tokens";  // "-1" is a token id out of range, not an option
     cl.epilog = "Example:\n  bosch logits stories260K.gguf 1 403 407 261 --window 2 > logits.txt\n";
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;

@@ -3,6 +3,10 @@
 
 #include "command_line.hpp"
 
+#include <bosch/error.hpp>
+#include <bosch/io/atomic_file.hpp>
+
+#include <cctype>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -71,6 +75,42 @@ std::vector<std::string> normalize_flags(int argc, char** argv, const po::option
   return out;
 }
 
+/// True when the option stores an unsigned integer: Boost would read "-1" as
+/// its largest value (18446744073709551615) instead of refusing it.
+bool unsigned_option(const po::value_semantic* v) {
+  return dynamic_cast<const po::typed_value<unsigned short>*>(v) != nullptr ||
+         dynamic_cast<const po::typed_value<unsigned int>*>(v) != nullptr ||
+         dynamic_cast<const po::typed_value<unsigned long>*>(v) != nullptr ||
+         dynamic_cast<const po::typed_value<unsigned long long>*>(v) != nullptr;
+}
+
+/// True when the option names a file or directory (its value name says so).
+bool path_option(const po::value_semantic* v) {
+  const std::string n = v->name();
+  for (const char* kind : {"FILE", "PATH", "DIR"})
+    if (n.rfind(kind, 0) == 0) return true;
+  return false;
+}
+
+/// The checks Boost does not make, on every option of every command, so that
+/// no command can forget one: a negative number for an unsigned option, an
+/// empty path. `source` names the config file for options read from one.
+void check_values(const po::parsed_options& parsed, const po::options_description& all, const std::string& source) {
+  for (const auto& o : parsed.options) {
+    if (o.unregistered || o.string_key.empty()) continue;
+    const po::option_description* d = all.find_nothrow(o.string_key, false);
+    if (d == nullptr) continue;
+    const std::string where = (source.empty() ? "" : "--config " + source + ": ") + "--" + d->long_name();
+    for (const auto& raw : o.value) {
+      const auto first = raw.find_first_not_of(" \t");
+      if (unsigned_option(d->semantic().get()) && first != std::string::npos && raw[first] == '-')
+        throw bosch::invalid_argument("expected a non-negative integer, got '" + raw + "'", where);
+      if (path_option(d->semantic().get()) && raw.empty())
+        throw bosch::invalid_argument("empty path", where);
+    }
+  }
+}
+
 }  // namespace
 
 po::typed_value<bool>* flag(bool* target) { return new FlagValue(target, *target); }
@@ -101,12 +141,19 @@ bool CommandLine::parse(int argc, char** argv, po::variables_map& vm) {
   all.add(options).add(hidden).add(general_);
   const std::vector<std::string> args = normalize_flags(argc, argv, all);
   const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-  po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end()))
-                .options(all)
-                .positional(positional)
-                .style(style)
-                .run(),
-            vm);
+  const po::parsed_options parsed = po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end()))
+                                        .options(all)
+                                        .positional(positional)
+                                        .style(style)
+                                        .extra_parser([this](const std::string& w) -> std::pair<std::string, std::string> {
+                                          const bool negative = w.size() > 1 && w[0] == '-' &&
+                                                                std::isdigit(static_cast<unsigned char>(w[1]));
+                                          if (negative && !negative_numbers_to.empty()) return {negative_numbers_to, w};
+                                          return {};
+                                        })
+                                        .run();
+  check_values(parsed, all, "");
+  po::store(parsed, vm);
   if (vm.count("help")) {
     std::cout << help();
     std::cout.flush();
@@ -114,15 +161,23 @@ bool CommandLine::parse(int argc, char** argv, po::variables_map& vm) {
   }
   if (vm.count("config")) {
     const std::string file = vm["config"].as<std::string>();
-    std::ifstream in(file);
-    if (!in) throw usage_error("--config: cannot read '" + file + "'");
+    std::string text;
+    try {
+      text = io::read_file(file);
+    } catch (const bosch::error& e) {
+      throw usage_error("--config: '" + file + "': " + e.message());
+    }
+    std::istringstream in(text);
     po::options_description from_file;
     from_file.add(options).add(hidden);
+    po::parsed_options parsed(&from_file);
     try {
-      po::store(po::parse_config_file(in, from_file, false), vm);
+      parsed = po::parse_config_file(in, from_file, false);
     } catch (const po::error& e) {
       throw usage_error("--config " + file + ": " + e.what());
     }
+    check_values(parsed, from_file, file);
+    po::store(parsed, vm);
   }
   po::notify(vm);
   return true;

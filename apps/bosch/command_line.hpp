@@ -69,6 +69,10 @@ class CommandLine {
   po::options_description hidden;
   /// Positional arguments, mapped to options (e.g. positional.add("model", 1)).
   po::positional_options_description positional;
+  /// When set, a word that is a negative number ("-1") is an argument of this
+  /// positional option rather than an unknown short option, so that the
+  /// option's own check can say what is wrong with it.
+  std::string negative_numbers_to;
   /// Extra text printed after the options by --help (examples), may be empty.
   std::string epilog;
 
