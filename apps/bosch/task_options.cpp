@@ -3,6 +3,8 @@
 
 #include "task_options.hpp"
 
+#include <bosch/tasks/text.hpp>
+
 namespace bosch::cli {
 
 po::options_description TaskOptions::describe() {
@@ -46,6 +48,18 @@ TaskSuiteOptions TaskOptions::suite() const {
     validate(s);
   } catch (const bosch::invalid_argument& e) {
     throw bosch::invalid_argument(e.message(), option_name(e.where()));
+  } catch (const bosch::file_error& e) {
+    throw bosch::file_error(e.what(), "--text-files");
+  }
+  // Read and check the texts now (UTF-8, at least one sentence), before the
+  // model loads: a binary file is refused with its byte offset, not used as
+  // a haystack.
+  if (!s.text_files.empty()) {
+    try {
+      (void)tasks::load_corpus(s.text_files);
+    } catch (const bosch::error& e) {
+      throw bosch::format_error(e.what(), "--text-files");
+    }
   }
   if (samples > max_samples)
     throw invalid_argument("at most " + std::to_string(max_samples) + " per task, got " + std::to_string(samples),

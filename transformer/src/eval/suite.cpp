@@ -3,6 +3,7 @@
 
 #include <bosch/error.hpp>
 #include <bosch/eval/suite.hpp>
+#include <bosch/io/atomic_file.hpp>
 #include <bosch/io/options_json.hpp>
 #include <bosch/io/search_metadata.hpp>
 #include <bosch/mask.hpp>
@@ -55,6 +56,9 @@ void validate(const TaskSuiteOptions& o) {
   if (o.held_out_samples < 0)
     throw invalid_argument("must be at least 0, got " + std::to_string(o.held_out_samples),
                            "held-out-samples");
+  // A named file must exist and be text whether or not the tasks read text:
+  // a typo is never silently ignored.
+  for (const auto& f : o.text_files) io::check_input_file(f);
 }
 
 std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split split) {

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Natural text for haystacks: sentence splitting of plain-text books.
 #include <bosch/error.hpp>
+#include <bosch/io/atomic_file.hpp>
 #include <bosch/tasks/text.hpp>
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -105,15 +107,46 @@ std::vector<std::string> split_sentences(std::string_view text) {
   return out;
 }
 
+void check_text(std::string_view text, const std::string& where) {
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  auto bad = [&](std::size_t at, const char* why) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(b[at]));
+    throw format_error(std::string("not UTF-8 text: ") + why + " (byte " + hex + ") at byte offset " +
+                           std::to_string(at),
+                       where);
+  };
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char c = b[i];
+    if (c == 0) bad(i, "NUL byte");
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned cp = 0, min = 0;
+    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1Fu, min = 0x80;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0Fu, min = 0x800;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07u, min = 0x10000;
+    else bad(i, "invalid lead byte");
+    if (i + len > n) bad(i, "truncated sequence");
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((b[i + k] & 0xC0) != 0x80) bad(i + k, "invalid continuation byte");
+      cp = (cp << 6) | (b[i + k] & 0x3Fu);
+    }
+    if (cp < min) bad(i, "overlong encoding");
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) bad(i, "invalid code point");
+    i += len;
+  }
+}
+
 Corpus load_corpus(const std::vector<std::filesystem::path>& files) {
   Corpus c;
   for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    if (!in) throw file_error("cannot open text file", f.string());
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw file_error("cannot read text file", f.string());
-    auto s = split_sentences(ss.str());
+    const std::string text = io::read_file(f);
+    check_text(text, f.string());
+    auto s = split_sentences(text);
     if (s.empty()) throw format_error("no sentences in text file", f.string());
     c.files.push_back(f);
     c.sentences.push_back(std::move(s));

@@ -34,6 +34,11 @@ struct Corpus {
 /// bosch::format_error when one yields no sentence.
 Corpus load_corpus(const std::vector<std::filesystem::path>& files);
 
+/// Throws bosch::format_error (where = `where`) unless `text` is UTF-8 text:
+/// no NUL byte, no invalid, truncated or overlong sequence, no surrogate; the
+/// message gives the byte offset of the first bad byte.
+void check_text(std::string_view text, const std::string& where);
+
 /// Half-open range of sentence indices of a file that a split may use:
 /// calibration [0, n/2), held-out [n/2, n), n = the file's sentence count.
 struct SentenceRange {
