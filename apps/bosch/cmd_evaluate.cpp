@@ -92,7 +92,12 @@ int run_evaluate(int argc, char** argv) {
       throw bosch::invalid_argument(e.message() + " (from the mask's metadata or the options)", e.where());
     }
     // A context recorded in the mask passed the trained-context check when it was selected.
-    to.check_model(config, given(vm, "context"));
+    try {
+      to.check_model(config, given(vm, "context"));
+    } catch (const bosch::invalid_argument& e) {
+      if (given(vm, "context")) throw;
+      throw bosch::invalid_argument(e.message() + " (from the mask's metadata)", e.where());
+    }
     if (suite.held_out_samples < 1) throw bosch::invalid_argument("must be at least 1 to evaluate", "--held-out-samples");
 
     const model::Model model = load_model(mo, oo);

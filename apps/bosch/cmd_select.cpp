@@ -95,7 +95,7 @@ int run_select(int argc, char** argv) {
     SearchOptions so;
     WarmStartOptions wo;
     std::string out = "mask.json", format, checkpoint, log, svg, ratios_text;
-    bool resume = false, report = false;
+    bool resume = false, fresh = false, report = false;
     std::size_t checkpoint_every = 1, progress_every = 1;
 
     CommandLine cl("select", "bosch select [options] --model MODEL [--ratio R | --ratios LIST] [-o OUT]",
@@ -121,6 +121,9 @@ int run_select(int argc, char** argv) {
         "write the checkpoint every N evaluations (and always when stopping); 1 = a crash, even SIGKILL, "
         "loses no finished evaluation")(
         "resume", flag(&resume), "continue from the checkpoint(s) of an interrupted run")(
+        "fresh", flag(&fresh),
+        "discard the checkpoint(s) of an earlier run and start over (without --resume or --fresh, an existing "
+        "checkpoint is an error)")(
         "log", po::value(&log)->value_name("FILE"),
         "JSON-lines log, one record per evaluation (index, stage, score, swa, seconds, mask)")(
         "svg", po::value(&svg)->value_name("FILE"), "SVG head map of the chosen mask (layers x KV heads)")(
@@ -158,6 +161,7 @@ int run_select(int argc, char** argv) {
     const MaskFormat out_format =
         out == "-" && format.empty() ? MaskFormat::json : mask_format(out, format, "--format");
     test_hooks::check();
+    if (resume && fresh) throw usage_error("--resume and --fresh exclude each other");
     const bool multi = given(vm, "ratios");
     std::vector<double> ratios{options.target_ratio};
     if (multi) {
@@ -173,6 +177,7 @@ int run_select(int argc, char** argv) {
 
     std::vector<RatioFiles> runs = ratio_files(ratios, multi, out, checkpoint, log, svg);
     const model::Config config = read_model_config(mo);
+    for (double rho : ratios) (void)checked_target_count(config.layout(), rho, multi ? "--ratios" : "--ratio");
     to.check_model(config);
     // The user's masks, checked against the model's layout before it is loaded.
     const std::vector<InitMask> init = wo.read_init(config.layout());
@@ -181,6 +186,19 @@ int run_select(int argc, char** argv) {
     if (mpi_session().root()) {
       for (auto& f : runs)
         f.lock = std::make_unique<io::FileLock>(f.checkpoint + ".lock", "checkpoint '" + f.checkpoint + "'");
+      if (!resume) {
+        // A checkpoint left by an earlier run is never overwritten silently.
+        for (auto& f : runs) {
+          if (!std::filesystem::exists(f.checkpoint)) continue;
+          if (!fresh)
+            throw usage_error("'" + f.checkpoint + "': a checkpoint of an earlier run is there; pass --resume " +
+                              "to continue it (a finished run replays to its mask at no evaluation) or --fresh " +
+                              "to discard it and start over");
+          std::error_code ec;
+          std::filesystem::remove(f.checkpoint, ec);
+          std::filesystem::remove(f.identity, ec);
+        }
+      }
       if (resume) {
         bool any = false;
         for (auto& f : runs) any = any || (f.resume = std::filesystem::exists(f.checkpoint));
@@ -341,10 +359,10 @@ int run_select(int argc, char** argv) {
         done.emplace_back(f.rho, std::move(result));
         previous = &done.back().second.mask;
         previous_ratio = f.rho;
-        // A single run's default checkpoint goes now; several ratios keep theirs
-        // until the last one is done (a resume replays the finished ones to get
-        // the neighbours' masks back, at no evaluation).
-        if (!multi && f.default_checkpoint) remove_checkpoint(f);
+        // A single run's files go now; several ratios keep theirs until the
+        // last one is done (a resume replays the finished ones to get the
+        // neighbours' masks back, at no evaluation).
+        if (!multi) finish_files(f);
       }
 
       if (!mpi_session().root()) return exit_success;
@@ -352,8 +370,7 @@ int run_select(int argc, char** argv) {
         std::vector<std::pair<double, const Result*>> results;
         for (const auto& [rho, r] : done) results.emplace_back(rho, &r);
         print_ratio_summary(std::cout, results, order == eval::RatioOrder::ascending ? "up" : "down", wo.warm_start);
-        for (auto& f : runs)
-          if (f.default_checkpoint) remove_checkpoint(f);
+        for (auto& f : runs) finish_files(f);
       }
       return exit_success;
     });

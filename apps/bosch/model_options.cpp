@@ -3,6 +3,8 @@
 
 #include "model_options.hpp"
 
+#include <thread>
+
 #include <bosch/model/loader.hpp>
 
 #include <cstdio>
@@ -51,7 +53,17 @@ model::Model load_model(const ModelOptions& o, const OutputOptions& out) {
     throw runtime_failure(e.what());
   }
   out.info() << model_summary(m);
+  const int cores = usable_threads(o.threads);
+  if (cores < o.threads)
+    out.info() << "bosch: warning: --threads " << o.threads << " exceeds the " << cores
+               << " hardware threads; using " << cores << "\n";
   return m;
+}
+
+int usable_threads(int requested) {
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw == 0 || requested <= static_cast<int>(hw)) return requested;
+  return static_cast<int>(hw);  // more threads than cores only oversubscribe (80x slower at 10000)
 }
 
 std::string model_summary(const model::Model& m) {
@@ -65,7 +77,7 @@ std::string model_summary(const model::Model& m) {
 
 cpu::Backend make_cpu_backend(const model::Model& model, const ModelOptions& o) {
   cpu::Options co;
-  co.threads = o.threads;
+  co.threads = usable_threads(o.threads);
   return make_backend<cpu::Backend>(model, co);
 }
 

@@ -59,6 +59,9 @@ B make_backend(const model::Model& model, const O& options) {
 }
 
 /// The CPU backend of `model` with the threads of `o`.
+/// `requested` threads capped at the hardware's thread count (0 = all stays 0).
+int usable_threads(int requested);
+
 cpu::Backend make_cpu_backend(const model::Model& model, const ModelOptions& o);
 
 /// Calls f(backend) with a const cpu::Backend or (CUDA builds) cuda::Backend

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -82,6 +83,12 @@ inline HeadLayout parse_layout(std::string_view text) {
     l = {parts[0], parts[1], parts[1]};
   else
     throw bad();
+  if (l.num_layers < 1 || l.num_query_heads < 1 || l.num_kv_heads < 1)
+    throw invalid_argument("every count must be at least 1, got '" + std::string(text) + "'", "layout");
+  if (l.num_query_heads % l.num_kv_heads != 0)
+    throw invalid_argument(std::to_string(l.num_query_heads) + " query heads are not a multiple of " +
+                               std::to_string(l.num_kv_heads) + " KV heads in '" + std::string(text) + "'",
+                           "layout");
   if (!l.valid()) throw bad();
   return l;
 }
@@ -101,6 +108,29 @@ inline std::size_t target_count(const HeadLayout& layout, double rho) {
   if (!(rho > 0.0 && rho < 1.0))
     throw invalid_argument("SWA ratio must lie in (0, 1), got " + std::to_string(rho), "target_ratio");
   return static_cast<std::size_t>(std::floor(rho * static_cast<double>(layout.size()) + 0.5));
+}
+
+/// target_count(layout, rho), refused when it is 0 or every head: such a
+/// search has nothing to choose (it would write all-full or all-SWA). The
+/// bosch::invalid_argument (where = `what`) gives the count and the ratios
+/// nearest to rho that leave a choice (1 and N - 1 SWA heads).
+inline std::size_t checked_target_count(const HeadLayout& layout, double rho,
+                                        const std::string& what = "target_ratio") {
+  const std::size_t n = layout.size(), t = target_count(layout, rho);
+  if (t > 0 && t < n) return t;
+  auto text = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", x);
+    return std::string(buf);
+  };
+  if (n < 2)
+    throw invalid_argument("a layout of " + std::to_string(n) + " KV head leaves no choice of SWA heads", what);
+  const double dn = static_cast<double>(n);
+  throw invalid_argument("ratio " + text(rho) + " gives " + std::to_string(t) + " of " + std::to_string(n) +
+                             " KV heads SWA (round(ratio * " + std::to_string(n) +
+                             ")), leaving nothing to choose; the nearest ratios that do are " + text(1.0 / dn) +
+                             " (1 head) and " + text((dn - 1.0) / dn) + " (" + std::to_string(n - 1) + " heads)",
+                         what);
 }
 
 /// One bit per (layer, KV head); true = sliding-window head. Stored

@@ -101,3 +101,31 @@ TEST_CASE("target_count and invalid layouts") {
   CHECK_THROWS_AS(HeadMask(HeadLayout{0, 4, 4}), bosch::invalid_argument);
   CHECK_THROWS_AS(HeadMask(HeadLayout{2, 6, 4}), bosch::invalid_argument);
 }
+
+TEST_CASE("checked_target_count refuses ratios that leave nothing to choose, naming the nearest that do") {
+  const bosch::HeadLayout l{5, 8, 4};  // 20 KV heads
+  CHECK(bosch::checked_target_count(l, 0.05) == 1);
+  CHECK(bosch::checked_target_count(l, 0.95) == 19);
+  for (double rho : {1e-9, 0.02}) {
+    try {
+      (void)bosch::checked_target_count(l, rho, "--ratio");
+      FAIL("accepted a ratio giving 0 heads");
+    } catch (const bosch::invalid_argument& e) {
+      CHECK(e.where() == "--ratio");
+      CHECK(std::string(e.what()).find("gives 0 of 20 KV heads SWA") != std::string::npos);
+      CHECK(std::string(e.what()).find("0.05 (1 head) and 0.95 (19 heads)") != std::string::npos);
+    }
+  }
+  CHECK_THROWS_WITH_AS(bosch::checked_target_count(l, 0.99), doctest::Contains("gives 20 of 20"),
+                       bosch::invalid_argument);
+  CHECK_THROWS_AS(bosch::checked_target_count({1, 1, 1}, 0.5), bosch::invalid_argument);
+}
+
+TEST_CASE("parse_layout says which count is wrong") {
+  CHECK_THROWS_WITH_AS(bosch::parse_layout("5x8x3"),
+                       doctest::Contains("8 query heads are not a multiple of 3 KV heads"),
+                       bosch::invalid_argument);
+  CHECK_THROWS_WITH_AS(bosch::parse_layout("0x8x4"), doctest::Contains("at least 1"), bosch::invalid_argument);
+  CHECK_THROWS_WITH_AS(bosch::parse_layout("5x8"), doctest::Contains("5x8"), bosch::invalid_argument);
+  CHECK_THROWS_WITH_AS(bosch::parse_layout("a5x8"), doctest::Contains("expected LxHqxHkv"), bosch::invalid_argument);
+}

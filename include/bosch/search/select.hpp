@@ -62,7 +62,7 @@ class search_run {
   search_run(E& evaluator, const Options& options, Cbs&... cbs)
       : options_(options),
         layout_(checked_layout(evaluator)),
-        target_(target_count(layout_, options.target_ratio)),
+        target_(checked_target_count(layout_, options.target_ratio)),
         obj_(evaluator, target_, options.max_evaluations),
         cbs_(cbs...),
         t0_(std::chrono::steady_clock::now()) {
