@@ -3,6 +3,10 @@
 
 #include "search.hpp"
 
+#include <bosch/io/atomic_file.hpp>
+#include <filesystem>
+#include <system_error>
+
 #include "options.hpp"
 #include "transformer.hpp"
 
@@ -343,8 +347,24 @@ SearchSetup parse_setup(nb::handle ratio, nb::dict& kw) {
     setup.checkpoint_every = static_cast<std::size_t>(n);
   }
   if (nb::object r = pop(kw, "resume"); r.is_valid()) setup.resume = nb::cast<bool>(nb::bool_(r));
+  bool fresh = false;
+  if (nb::object f = pop(kw, "fresh"); f.is_valid()) fresh = nb::cast<bool>(nb::bool_(f));
   if (setup.resume && !setup.checkpoint)
     throw invalid_argument("resume=True needs checkpoint=PATH (the file of the interrupted run)", "resume");
+  if (setup.resume && fresh) throw invalid_argument("resume=True and fresh=True exclude each other", "fresh");
+  if (setup.checkpoint) {
+    // The same rules as `bosch select`: the path must be writable, and an
+    // earlier run's checkpoint is never overwritten silently.
+    io::check_output_file(*setup.checkpoint, "checkpoint");
+    std::error_code ec;
+    if (!setup.resume && std::filesystem::exists(*setup.checkpoint, ec)) {
+      if (!fresh)
+        throw invalid_argument("'" + *setup.checkpoint + "': a checkpoint of an earlier run is there; pass " +
+                                   "resume=True to continue it or fresh=True to discard it and start over",
+                               "checkpoint");
+      std::filesystem::remove(*setup.checkpoint, ec);
+    }
+  }
   if (!ratio.is_none()) {
     if (kw.contains("target_ratio"))
       throw nb::type_error("select() got both ratio and target_ratio");
@@ -636,7 +656,7 @@ void bind_search(nb::module_& m) {
       "evaluate_batch: collections.abc.Callable[..., numpy.typing.ArrayLike] | None = None, "
       "options: Options | None = None, callbacks: collections.abc.Sequence[object] = (), "
       "checkpoint: str | os.PathLike[str] | None = None, checkpoint_every: int = 1, "
-      "resume: bool = False, " +
+      "resume: bool = False, fresh: bool = False, " +
       options_signature() + ") -> Result";
   static const std::string select_doc =
       "Selects which KV heads become sliding-window (SWA) heads with BOSCH (the C++ search).\n\n"
@@ -659,7 +679,8 @@ void bind_search(nb::module_& m) {
       "checkpoint: a checkpoint file, written every checkpoint_every evaluations (0 = only\n"
       "    at the end), at the end, and when an exception stops the search (with every\n"
       "    evaluation that finished). resume=True replays it (same layout, seed and options)\n"
-      "    and continues to the same result as an uninterrupted run.\n\n"
+      "    and continues to the same result as an uninterrupted run. A checkpoint already at\n"
+      "    the path is an error unless resume=True or fresh=True (which discards it).\n\n"
       "Exceptions raised by evaluate or a callback propagate with their traceback. Ctrl-C\n"
       "stops the search after the current evaluation, writes the checkpoint and raises\n"
       "KeyboardInterrupt (its bosch_result attribute holds the result so far). The GIL is\n"

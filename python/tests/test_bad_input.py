@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Bad paths through the Python package: the same mechanisms as the `bosch`
+program (symbolic links written through, devices in place, directories
+refused, no earlier checkpoint discarded silently), raised as bosch.FileError
+(an OSError) or bosch.InvalidArgument (a ValueError) with the program's
+messages, and no file replaced or left half-written."""
+
+import os
+
+import numpy as np
+import pytest
+
+import bosch
+
+LAYOUT = bosch.HeadLayout(6, 8, 4)
+
+
+def weights():
+    return np.arange(24, dtype=float).reshape(6, 4) / 8.0
+
+
+def planted(mask):
+    return -float((weights() * mask).sum())
+
+
+@pytest.fixture()
+def mask():
+    return bosch.layer_intr(LAYOUT, 0.5)
+
+
+def test_write_mask_follows_a_symlink_and_keeps_it(tmp_path, mask):
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link.json"
+    link.symlink_to("real/target.json")
+    bosch.write_mask(link, mask, LAYOUT)
+    assert link.is_symlink()
+    assert np.array_equal(bosch.read_mask(tmp_path / "real" / "target.json").mask, mask)
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["target.json"]
+
+
+def test_write_mask_to_a_device_writes_in_place(mask):
+    bosch.write_mask("/dev/null", mask, LAYOUT, format="grid")
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+
+
+def test_directories_are_refused_by_name(tmp_path, mask):
+    d = tmp_path / "d.json"
+    d.mkdir()
+    with pytest.raises(bosch.FileError, match="is a directory") as e:
+        bosch.read_mask(d)
+    assert isinstance(e.value, OSError) and str(d) in str(e.value)
+    with pytest.raises(bosch.FileError, match="is a directory"):
+        bosch.write_mask(d, mask, LAYOUT)
+    assert d.is_dir() and not any(d.iterdir())
+    with pytest.raises(bosch.FileError, match="is a directory"):
+        bosch.select(planted, LAYOUT, 0.5, checkpoint=d)
+
+
+def test_an_earlier_checkpoint_is_never_discarded_silently(tmp_path):
+    ck = tmp_path / "run.checkpoint"
+    first = bosch.select(planted, LAYOUT, 0.5, checkpoint=ck, max_evaluations=30)
+    before = ck.read_bytes()
+    with pytest.raises(bosch.InvalidArgument, match="a checkpoint of an earlier run is there.*resume=True.*fresh=True"):
+        bosch.select(planted, LAYOUT, 0.5, checkpoint=ck, max_evaluations=30)
+    assert ck.read_bytes() == before
+    with pytest.raises(bosch.InvalidArgument, match="exclude each other"):
+        bosch.select(planted, LAYOUT, 0.5, checkpoint=ck, resume=True, fresh=True)
+    again = bosch.select(planted, LAYOUT, 0.5, checkpoint=ck, max_evaluations=30, fresh=True)
+    assert np.array_equal(again.mask, first.mask)
+    resumed = bosch.select(planted, LAYOUT, 0.5, checkpoint=ck, max_evaluations=30, resume=True)
+    assert np.array_equal(resumed.mask, first.mask) and resumed.evaluator_calls == 0
+
+
+def test_a_checkpoint_in_a_missing_directory_fails_before_the_search(tmp_path):
+    calls = []
+
+    def evaluate(m):
+        calls.append(1)
+        return planted(m)
+
+    with pytest.raises(bosch.FileError, match="does not exist"):
+        bosch.select(evaluate, LAYOUT, 0.5, checkpoint=tmp_path / "no" / "run.checkpoint")
+    assert not calls
+
+
+def test_ratios_that_leave_nothing_to_choose_are_refused():
+    with pytest.raises(bosch.InvalidArgument, match=r"gives 0 of 24 KV heads SWA.*0\.04167 \(1 head\)"):
+        bosch.select(planted, LAYOUT, 1e-9)
+    with pytest.raises(bosch.InvalidArgument, match="gives 24 of 24"):
+        bosch.select(planted, LAYOUT, 0.99)

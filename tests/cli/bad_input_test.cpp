@@ -1,0 +1,247 @@
+// Bad inputs that used to exit 0 with a wrong result, fail only after the
+// work, or say the wrong thing: one TEST_CASE per class (the numbered groups of
+// docs/cli.md's "Bad input" section). Each asserts the exit code, that the
+// message names the option and the path, that no output or temporary file is
+// left, and, where it matters, that the check came before the model loaded
+// (the model path does not exist, so a later check could not be reached).
+#include "cli_support.hpp"
+
+#include <bosch/bosch.hpp>
+#include <bosch/io/mask_io.hpp>
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+using namespace bosch::test::cli;
+
+namespace {
+
+void check_error(const Run& r, int status, const std::string& cmd, const std::vector<std::string>& needles) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status == status);
+  CHECK(one_line(r.err));
+  CHECK(r.err.rfind("bosch " + cmd + ": ", 0) == 0);
+  for (const auto& n : needles) CHECK_MESSAGE(r.err.find(n) != std::string::npos, "missing: " << n);
+}
+
+/// The names in `dir` (files left behind), sorted.
+std::vector<std::string> names(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("stdout.", 0) == 0 || n.rfind("stderr.", 0) == 0) continue;  // the harness's own
+    out.push_back(n);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string good_mask(const TempDir& dir) {
+  bosch::HeadMask m(bosch::HeadLayout{2, 4, 2});
+  m.set(0, 1, true);
+  const std::string p = dir / "good.json";
+  bosch::io::write_mask_json(p, m);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("1: an output that is a symlink is written through it; a device is written in place, never replaced") {
+  TempDir dir;
+  const std::string good = good_mask(dir);
+  fs::create_directory(dir / "real");
+  fs::create_symlink(fs::path("real") / "target.grid", dir / "link.grid");  // dangling, relative
+  Run r = run({"convert", good, dir / "link.grid"}, dir);
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(fs::is_symlink(dir / "link.grid"));
+  CHECK(fs::is_regular_file(dir / "real" / "target.grid"));
+  CHECK(slurp(dir / "real" / "target.grid").find('S') != std::string::npos);
+  // Written again: the link stays, the target is replaced.
+  r = run({"convert", good, dir / "link.grid", "--to", "tsv"}, dir);
+  CHECK(r.status == 0);
+  CHECK(fs::is_symlink(dir / "link.grid"));
+  CHECK(slurp(dir / "real" / "target.grid").find('\t') != std::string::npos);
+  CHECK(names(dir / "real") == std::vector<std::string>{"target.grid"});
+
+  // A character device: written in place (/dev/null stays a device, also
+  // through a link to it).
+  fs::create_symlink("/dev/null", dir / "mynull");
+  r = run({"convert", good, dir / "mynull", "--to", "grid"}, dir);
+  CHECK(r.status == 0);
+  CHECK(fs::is_symlink(dir / "mynull"));
+  CHECK(fs::is_character_file("/dev/null"));
+  r = run({"convert", good, "/dev/null", "--to", "grid"}, dir);
+  CHECK(r.status == 0);
+  CHECK(fs::is_character_file("/dev/null"));
+
+  // A FIFO is written in place for its reader.
+  REQUIRE(::mkfifo((dir / "pipe").c_str(), 0600) == 0);
+  Process writer({"convert", good, dir / "pipe", "--to", "grid"}, dir.path());
+  const std::string piped = slurp(dir / "pipe");  // opens the read end: the writer proceeds
+  CHECK(writer.wait().status == 0);
+  CHECK(piped.find('S') != std::string::npos);
+  CHECK(fs::is_fifo(dir / "pipe"));
+}
+
+TEST_CASE("2: two outputs on one path are refused before the model loads, naming both options") {
+  TempDir dir;
+  const std::string m = dir / "never-read.gguf";
+  auto sel = [&](std::vector<std::string> extra) {
+    return run(std::vector<std::string>{"select", "--model", m} + extra, dir);
+  };
+  check_error(sel({"-o", dir / "s.json", "--log", dir / "s.json"}), 2, "select",
+              {"--out and --log name the same file", "s.json"});
+  check_error(sel({"-o", dir / "s.json", "--checkpoint", dir / "s.json"}), 2, "select",
+              {"--out and --checkpoint name the same file"});
+  check_error(sel({"-o", dir / "s.json", "--svg", dir / "s.json"}), 2, "select", {"--out and --svg"});
+  // The same file by another name (a symlink, "./") is the same file.
+  fs::create_symlink("s.json", dir / "alias.json");
+  check_error(sel({"-o", dir / "s.json", "--log", dir / "alias.json"}), 2, "select", {"--out and --log"});
+  check_error(sel({"-o", dir / "s.json", "--log", dir / "./s.json"}), 2, "select", {"--out and --log"});
+  check_error(run({"baseline", "--model", m, "--method", "PROXY", "-o", dir / "b.json", "--scores", dir / "b.json"},
+                  dir),
+              2, "baseline", {"--out and --scores"});
+  CHECK(names(dir.path()) == std::vector<std::string>{"alias.json"});
+}
+
+TEST_CASE("3: a directory where a file is expected is named at once, before any work") {
+  TempDir dir;
+  fs::create_directory(dir / "d.cfg");
+  fs::create_directory(dir / "outdir");
+  const std::string m = dir / "never-read.gguf";
+  check_error(run({"select", "--model", m, "--config", dir / "d.cfg"}, dir), 2, "select",
+              {"--config", "d.cfg", "is a directory"});
+  check_error(run({"select", "--model", m, "-o", dir / "outdir"}, dir), 1, "select",
+              {"--out", "outdir", "is a directory"});
+  check_error(run({"select", "--model", m, "--log", dir / "outdir"}, dir), 1, "select",
+              {"--log", "outdir", "is a directory"});
+  check_error(run({"select", "--model", m, "--checkpoint", dir / "outdir"}, dir), 1, "select",
+              {"--checkpoint", "outdir", "is a directory"});
+  check_error(run({"select", "--model", m, "--text-files", dir / "outdir"}, dir), 1, "select",
+              {"--text-files", "outdir", "is a directory"});
+  check_error(run({"convert", dir / "outdir", dir / "x.grid"}, dir), 1, "convert", {"outdir", "is a directory"});
+  check_error(run({"convert", good_mask(dir), dir / "outdir"}, dir), 1, "convert", {"outdir", "is a directory"});
+  // A checkpoint that is a directory, on resume.
+  check_error(run({"select", "--model", m, "--checkpoint", dir / "outdir", "--resume"}, dir), 1, "select",
+              {"outdir", "is a directory"});
+  CHECK(fs::is_directory(dir / "outdir"));
+  CHECK(fs::is_empty(dir / "outdir"));
+}
+
+TEST_CASE("4: text files are checked whatever the tasks: missing, and not UTF-8 text, with the byte offset") {
+  TempDir dir;
+  const std::string m = dir / "never-read.gguf";
+  check_error(run({"select", "--model", m, "--tasks", "passkey", "--text-files", dir / "nope.txt"}, dir), 1,
+              "select", {"--text-files", "nope.txt", "no such file"});
+  {
+    std::ofstream bin(dir / "bin.txt", std::ios::binary);
+    bin << "Some text first.\n";
+    bin.put(static_cast<char>(0xff));
+    bin << "rest";
+  }
+  check_error(run({"select", "--model", m, "--text-files", dir / "bin.txt"}, dir), 1, "select",
+              {"--text-files", "bin.txt", "not UTF-8 text", "byte offset 17"});
+  {
+    std::ofstream nul(dir / "nul.txt", std::ios::binary);
+    nul << "A";
+    nul.put('\0');
+  }
+  check_error(run({"select", "--model", m, "--text-files", dir / "nul.txt"}, dir), 1, "select",
+              {"nul.txt", "NUL byte", "byte offset 1"});
+}
+
+TEST_CASE("5: negative values of unsigned options and ratios that leave nothing to choose are refused") {
+  TempDir dir;
+  const std::string m = dir / "never-read.gguf";
+  check_error(run({"select", "--model", m, "--task-seed", "-1"}, dir), 2, "select",
+              {"--task-seed", "expected a non-negative integer, got '-1'"});
+  check_error(run({"select", "--model", m, "--task-seed=-7"}, dir), 2, "select", {"--task-seed", "'-7'"});
+  check_error(run({"select", "--model", m, "--checkpoint-every", "-1"}, dir), 2, "select", {"--checkpoint-every"});
+  {
+    std::ofstream cfg(dir / "neg.cfg");
+    cfg << "task-seed = -3\n";
+  }
+  check_error(run({"select", "--model", m, "--config", dir / "neg.cfg"}, dir), 2, "select",
+              {"neg.cfg", "--task-seed", "'-3'"});
+  // stories260K: 5 layers x 4 KV heads = 20 heads.
+  const std::string model = bosch::test::cli::model();
+  check_error(run({"select", "--model", model, "--ratio", "1e-9", "-o", dir / "m.json"}, dir), 2, "select",
+              {"--ratio", "gives 0 of 20 KV heads", "0.05 (1 head)", "0.95 (19 heads)"});
+  check_error(run({"select", "--model", model, "--ratio", "0.99", "-o", dir / "m.json"}, dir), 2, "select",
+              {"--ratio", "gives 20 of 20 KV heads"});
+  check_error(run({"baseline", "--model", model, "--method", "RAND", "--ratio", "0.99", "-o", dir / "m.json"}, dir),
+              2, "baseline", {"--ratio", "gives 20 of 20"});
+  CHECK(!fs::exists(dir / "m.json"));
+}
+
+TEST_CASE("6 and 11: an earlier checkpoint is never discarded silently; only the files asked for remain") {
+  TempDir dir;
+  const std::string model = bosch::test::cli::model(), text = bosch::test::cli::text();
+  const auto args = small_select(model, text) + std::vector<std::string>{"-o", dir / "m.json"};
+  // Interrupted: the checkpoint stays (to resume), the lock file does not.
+  Run cut = run_with_hooks(args + std::vector<std::string>{"--stop-after", "5"}, dir);
+  REQUIRE(cut.status == 130);
+  CHECK(fs::exists(dir / "m.json.checkpoint"));
+  CHECK(!fs::exists(dir / "m.json.checkpoint.lock"));
+  // The same command again without --resume: refused, naming the checkpoint and both ways on.
+  check_error(run(args, dir), 2, "select", {"m.json.checkpoint", "--resume", "--fresh"});
+  CHECK(fs::exists(dir / "m.json.checkpoint"));
+  check_error(run(args + std::vector<std::string>{"--resume", "--fresh"}, dir), 2, "select", {"exclude each other"});
+  // --fresh discards it and starts over; afterwards only the mask remains.
+  Run fresh = run(args + std::vector<std::string>{"--fresh"}, dir);
+  INFO(fresh.err);
+  REQUIRE(fresh.status == 0);
+  CHECK(names(dir.path()) == std::vector<std::string>{"m.json"});
+
+  // An explicit --checkpoint stays after success; its lock and identity do not.
+  const auto named = small_select(model, text) +
+                     std::vector<std::string>{"-o", dir / "n.json", "--checkpoint", dir / "n.ckpt"};
+  REQUIRE(run(named, dir).status == 0);
+  CHECK(names(dir.path()) == std::vector<std::string>{"m.json", "n.ckpt", "n.json"});
+  // ... and is then an earlier run's checkpoint like any other.
+  check_error(run(named, dir), 2, "select", {"n.ckpt", "--resume"});
+}
+
+TEST_CASE("7: more threads than the hardware has are capped, with a warning") {
+  TempDir dir;
+  const Run r = run({"logits", bosch::test::cli::model(), "1", "2", "--threads", "10000"}, dir);
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.err.find("warning: --threads 10000 exceeds the") != std::string::npos);
+}
+
+TEST_CASE("8 and 9: empty, unwritable and overlong output paths are refused before the model loads") {
+  TempDir dir;
+  const std::string m = dir / "never-read.gguf";
+  check_error(run({"select", "--model", m, "-o", ""}, dir), 2, "select", {"--out", "empty path"});
+  check_error(run({"select", "--model", m, "--log", ""}, dir), 2, "select", {"--log", "empty path"});
+  check_error(run({"select", "--model", m, "-o", "/proc/x"}, dir), 1, "select", {"--out", "/proc/x"});
+  check_error(run({"select", "--model", m, "-o", dir / std::string(300, 'a')}, dir), 1, "select",
+              {"--out", "file name too long"});
+  check_error(run({"select", "--model", m, "-o", dir / "m.json", "--svg", dir / "no/such/dir/m.svg"}, dir), 1,
+              "select", {"--svg", "does not exist"});
+  check_error(run({"baseline", "--model", m, "--method", "PROXY", "--scores", dir / "no/s.json"}, dir), 1,
+              "baseline", {"--scores", "does not exist"});
+  fs::create_directory(dir / "ro");
+  {
+    std::ofstream f(dir / "ro" / "file");
+  }
+  check_error(run({"compare", "--model", m, "-o", dir / "ro" / "file" / "sub"}, dir), 1, "compare",
+              {"--out", "is not a directory"});
+  CHECK(names(dir.path()) == std::vector<std::string>{"ro"});
+}
+
+TEST_CASE("10: messages say what is wrong") {
+  TempDir dir;
+  const std::string model = bosch::test::cli::model();
+  check_error(run({"logits", model, "1", "-1"}, dir), 2, "logits", {"token id -1 outside the vocabulary [0, 512)"});
+  check_error(run({"convert", "--layout", "5x8x3", dir / "x.tsv", dir / "y.json"}, dir), 2, "convert",
+              {"--layout", "8 query heads are not a multiple of 3 KV heads"});
+  // A mask whose metadata asks for an impossible context: the note says where it came from.
+  bosch::HeadMask mask(bosch::HeadLayout{5, 8, 4});
+  mask.set(0, 0, true);
+  bosch::io::write_mask_json(dir / "big.json", mask, nlohmann::json{{"context", 2000000}});
+  check_error(run({"evaluate", model, "--mask", dir / "big.json"}, dir), 2, "evaluate",
+              {"--context", "(from the mask's metadata)"});
+}
