@@ -165,7 +165,7 @@ bool CommandLine::parse(int argc, char** argv, po::variables_map& vm) {
     try {
       text = io::read_file(file);
     } catch (const bosch::error& e) {
-      throw usage_error("--config: '" + file + "': " + e.message());
+      throw usage_error("--config: cannot read '" + file + "': " + e.message());
     }
     std::istringstream in(text);
     po::options_description from_file;

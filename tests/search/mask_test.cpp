@@ -126,6 +126,7 @@ TEST_CASE("parse_layout says which count is wrong") {
                        doctest::Contains("8 query heads are not a multiple of 3 KV heads"),
                        bosch::invalid_argument);
   CHECK_THROWS_WITH_AS(bosch::parse_layout("0x8x4"), doctest::Contains("at least 1"), bosch::invalid_argument);
-  CHECK_THROWS_WITH_AS(bosch::parse_layout("5x8"), doctest::Contains("5x8"), bosch::invalid_argument);
+  CHECK_THROWS_WITH_AS(bosch::parse_layout("5x8x16"), doctest::Contains("8 query heads are not a multiple of 16"),
+                       bosch::invalid_argument);
   CHECK_THROWS_WITH_AS(bosch::parse_layout("a5x8"), doctest::Contains("expected LxHqxHkv"), bosch::invalid_argument);
 }

@@ -113,11 +113,17 @@ TEST_CASE("exact SWA count for every ratio, KV-head count and variant, odd layer
           o.seed = 7;
           o.probe_budget = 6;
           o.chunk_budget = 12;
-          const auto r = bosch::select(e, o);
           CAPTURE(hkv);
           CAPTURE(layers);
           CAPTURE(rho);
           CAPTURE(bosch::to_string(v));
+          const std::size_t t = bosch::target_count(lay, rho);
+          if (t == 0 || t == lay.size()) {
+            // Nothing to choose: refused, not answered with all-full or all-SWA.
+            CHECK_THROWS_WITH_AS(bosch::select(e, o), doctest::Contains("leav"), bosch::invalid_argument);
+            continue;
+          }
+          const auto r = bosch::select(e, o);
           REQUIRE(r.mask.count() == bosch::target_count(lay, rho));
           CHECK(r.target_count == bosch::target_count(lay, rho));
           CHECK(std::isfinite(r.score));

@@ -88,8 +88,10 @@ enum class WriteMode {
 /// output gets before a long computation, so that a bad path fails at once.
 inline WriteMode check_output_file(const std::filesystem::path& path, const std::string& option = {},
                                    bool probe = true) {
-  auto fail = [&](const std::string& why, const std::filesystem::path& p) {
-    throw file_error(option.empty() ? why : "'" + p.string() + "': " + why,
+  // With an option the message names the path too, unless `why` names the
+  // directory at fault already (with_path false).
+  auto fail = [&](const std::string& why, const std::filesystem::path& p, bool with_path = true) {
+    throw file_error(option.empty() || !with_path ? why : "'" + p.string() + "': " + why,
                      option.empty() ? p.string() : option);
   };
   if (path.empty()) fail("empty path", path);
@@ -103,12 +105,16 @@ inline WriteMode check_output_file(const std::filesystem::path& path, const std:
     case ft::fifo: return WriteMode::in_place;
     case ft::regular:
     case ft::not_found: break;
+    case ft::none:  // status failed: a name too long is named below, other errors here
+      if (ec == std::errc::filename_too_long) break;
+      fail("cannot examine: " + ec.message(), target);
+      break;
     default: fail("is not a regular file (a socket or block device); refusing to replace it", target);
   }
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
   const auto dst = std::filesystem::status(dir, ec);
-  if (dst.type() == ft::not_found) fail("directory '" + dir.string() + "' does not exist", target);
-  if (dst.type() != ft::directory) fail("'" + dir.string() + "' is not a directory", target);
+  if (dst.type() == ft::not_found) fail("directory '" + dir.string() + "' does not exist", target, false);
+  if (dst.type() != ft::directory) fail("'" + dir.string() + "' is not a directory", target, false);
 #ifdef BOSCH_HAVE_POSIX_IO
   // The temporary file's name is the target's plus ".tmp.<pid>.<n>" (at most
   // 32 more bytes): it must fit the directory's file-name limit too.
