@@ -20,9 +20,11 @@
 // Counters per row: kv_bytes (allocated), kv_formula (the formula, must be
 // equal: the program fails otherwise), kv_ratio (to all-full's formula at the
 // same context), prefill_tok_s, decode_tok_s, rss_bytes (resident set after
-// the row's decode, /proc/self/statm: weights + this row's cache + scratch;
-// rows run one after another and free their cache, so this is per row) and
-// peak_rss_bytes (getrusage maxrss of the whole process so far).
+// the row's decode, /proc/self/statm: the weights, this row's cache and
+// whatever freed memory of earlier rows the allocator kept, so an upper
+// bound) and peak_rss_bytes (getrusage maxrss of the whole process so far,
+// monotone over the rows). For the peak memory of one configuration alone
+// run `bosch generate --mask M.json --stats` (one process per run).
 // The model is $BOSCH_MODEL or the default cache path of scripts/fetch-model;
 // when absent the program stops (the table is meant for the real model).
 
@@ -215,7 +217,9 @@ void write_outputs(const std::filesystem::path& dir, const std::string& note, in
   md << "\n" << note << "; window " << window << ", " << sinks << " sinks; " << g_decode
      << " decode steps after each context (the cache allocated for context + steps); " << omp_get_max_threads()
      << " OpenMP threads. KV bytes: allocated by the hybrid cache, equal to the formula cpu::kv_bytes. "
-        "RSS: resident set after the row's decode; peak RSS: getrusage maxrss of the process so far. "
+        "RSS: resident set after the row's decode (an upper bound: the allocator may keep earlier rows' freed "
+        "memory); peak RSS: getrusage maxrss of the process so far (monotone over the rows; `bosch generate "
+        "--stats` gives one configuration's own peak). "
         "Ratios: to all-full at the same context, in the same run.\n";
   io::write_file_atomic(dir / "kv-savings.md", md.str());
   io::write_file_atomic(dir / "kv-savings.json",
