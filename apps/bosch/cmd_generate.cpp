@@ -8,6 +8,10 @@
 #include "model_options.hpp"
 #include "task_options.hpp"
 
+#include <bosch/cpu/kv_cache.hpp>
+
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -24,34 +28,71 @@ int argmax(const std::vector<float>& logits, int vocab) {
   return static_cast<int>(std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin());
 }
 
+/// What --stats reports of one greedy run (incremental decoding only).
+struct DecodeStats {
+  bool measured = false;        ///< the backend decoded incrementally
+  std::size_t kv_bytes = 0;     ///< the KV cache's allocated bytes
+  int capacity = 0;             ///< positions the cache was allocated for
+  int prefill_tokens = 0;
+  double prefill_seconds = 0;
+  int decode_tokens = 0;        ///< decode_step calls
+  double decode_seconds = 0;
+};
+
 /// Appends up to `count` greedy tokens to `ids` (stopping at EOS, which is
 /// not appended), calling emit(id) for each. With incremental decoding
-/// (prefill + decode_step, the CPU backend) each token costs one cached step;
-/// otherwise (CUDA) one forward over the whole sequence with logits at its end.
+/// (prefill + decode_step, the CPU backend) each token costs one cached step
+/// against the hybrid KV cache, allocated once for the prompt plus count - 1
+/// positions (the last generated token is never fed back); otherwise (CUDA)
+/// one forward over the whole sequence with logits at its end.
 template <class Backend, class Emit>
-void greedy(const Backend& backend, std::vector<int>& ids, int count, int eos, const AttentionWindows& windows,
-            Emit&& emit) {
-  if (count <= 0) return;
+DecodeStats greedy(const Backend& backend, std::vector<int>& ids, int count, int eos,
+                   const AttentionWindows& windows, Emit&& emit) {
+  DecodeStats stats;
+  if (count <= 0) return stats;
   const int vocab = backend.config().vocab_size;
-  if constexpr (requires(std::vector<float>* l) { backend.prefill(std::span<const int>(ids), windows, l); }) {
+  using clock = std::chrono::steady_clock;
+  auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  if constexpr (requires(std::vector<float>* l) { backend.prefill(std::span<const int>(ids), windows, l, 1); }) {
     std::vector<float> logits;
-    auto state = backend.prefill(ids, windows, &logits);
+    const int capacity = static_cast<int>(ids.size()) + count - 1;
+    auto t = clock::now();
+    auto state = backend.prefill(ids, windows, &logits, capacity);
+    stats.measured = true;
+    stats.prefill_seconds = seconds_since(t);
+    stats.prefill_tokens = static_cast<int>(ids.size());
     for (int step = 0; step < count; ++step) {
       const int next = argmax(logits, vocab);
-      if (next == eos) return;
+      if (next == eos) break;
       ids.push_back(next);
       emit(next);
-      if (step + 1 < count) logits = backend.decode_step(state, next, windows);
+      if (step + 1 < count) {
+        t = clock::now();
+        logits = backend.decode_step(state, next, windows);
+        stats.decode_seconds += seconds_since(t);
+        ++stats.decode_tokens;
+      }
     }
+    stats.kv_bytes = state.bytes();
+    stats.capacity = state.cache.capacity();
   } else {
     for (int step = 0; step < count; ++step) {
       const int last = static_cast<int>(ids.size()) - 1;
       const int next = argmax(backend.forward(ids, windows, std::span<const int>(&last, 1)), vocab);
-      if (next == eos) return;
+      if (next == eos) break;
       ids.push_back(next);
       emit(next);
     }
   }
+  return stats;
+}
+
+/// Peak resident set size of this process in bytes (getrusage ru_maxrss,
+/// which Linux reports in KiB).
+long long peak_rss_bytes() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
+  return static_cast<long long>(usage.ru_maxrss) * 1024;
 }
 
 }  // namespace
@@ -64,24 +105,33 @@ int run_generate(int argc, char** argv) {
     std::string prompt = "Once upon a time, there was a";
     int tokens = 32;
     bool allow_long_context = false;
+    bool stats = false;
     CommandLine cl("generate", "bosch generate [options] MODEL [--prompt TEXT] [--mask FILE]",
                    "Greedily continue a prompt with MODEL: full attention in every head, a\n"
                    "sliding window in every head (--window), or in the SWA heads of a mask\n"
                    "(--mask), to see that the model runs and what a mask does to its output.\n"
                    "The prompt and its continuation go to stdout; the model, the attention\n"
                    "set-up and the speed to stderr. The CPU backend decodes with a KV cache\n"
-                   "(one cached step per token); CUDA runs a forward pass per token.");
+                   "(one cached step per token; a mask's SWA heads keep only their sinks and\n"
+                   "a ring of the last --window keys); CUDA runs a forward pass per token.\n"
+                   "--stats adds one line on stderr: the KV cache's bytes and the exact\n"
+                   "formula's, peak resident memory, prefill and decode tokens/s.");
     po::options_description what("Generation");
     what.add_options()("prompt", po::value(&prompt)->default_value(prompt)->value_name("TEXT"), "text to continue")(
         "tokens", po::value(&tokens)->default_value(tokens)->value_name("N"),
         "most tokens to generate (stops earlier at end of sequence)")(
         "allow-long-context", flag(&allow_long_context),
-        "allow prompt + tokens beyond the model's trained context (length extrapolation)");
+        "allow prompt + tokens beyond the model's trained context (length extrapolation)")(
+        "stats", flag(&stats),
+        "print one line on stderr (even with --quiet): kv_bytes (allocated by the hybrid KV cache), "
+        "kv_bytes_formula (the exact formula for the mask), kv_bytes_full (all heads full), peak_rss_bytes "
+        "(getrusage), prefill and decode tokens/s (CPU backend only)");
     cl.options.add(mo.describe()).add(what).add(ao.describe()).add(oo.describe());
     cl.positional.add("model", 1);
     cl.epilog = "Examples:\n"
                 "  bosch generate SmolLM2-135M-Instruct.Q4_1.gguf --prompt 'The capital of France is'\n"
-                "  bosch generate SmolLM2-135M-Instruct.Q4_1.gguf --mask mask.json --tokens 64\n";
+                "  bosch generate SmolLM2-135M-Instruct.Q4_1.gguf --mask mask.json --tokens 64\n"
+                "  bosch generate SmolLM2-135M-Instruct.Q4_1.gguf --mask mask.json --stats\n";
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
@@ -90,6 +140,11 @@ int run_generate(int argc, char** argv) {
     if (tokens < 0) throw invalid_argument("must be at least 0, got " + std::to_string(tokens), "--tokens");
     if (tokens > max_context)
       throw invalid_argument("at most " + std::to_string(max_context) + ", got " + std::to_string(tokens), "--tokens");
+    if (stats && tokens < 1) throw invalid_argument("needs --tokens of at least 1", "--stats");
+    if (stats && mo.cuda())
+      throw invalid_argument("needs the CPU backend's incremental decoding (CUDA runs a forward pass per token "
+                             "and keeps no KV cache); use --device cpu",
+                             "--stats");
     const model::Config config = read_model_config(mo);
     std::string attention;
     const AttentionWindows windows = ao.resolve(vm, config.layout(), attention);
@@ -110,14 +165,25 @@ int run_generate(int argc, char** argv) {
       std::cout << model.tokenizer.decode(ids) << std::flush;
       const std::size_t prompt_length = ids.size();
       const auto t0 = std::chrono::steady_clock::now();
-      greedy(backend, ids, tokens, model.tokenizer.eos(), windows,
-             [&](int id) { std::cout << model.tokenizer.piece(id) << std::flush; });
+      const DecodeStats ds = greedy(backend, ids, tokens, model.tokenizer.eos(), windows,
+                                    [&](int id) { std::cout << model.tokenizer.piece(id) << std::flush; });
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::cout << "\n" << std::flush;
       if (!std::cout) throw file_error("write failed", "<stdout>");
       const std::size_t generated = ids.size() - prompt_length;
       oo.info() << "generated " << generated << " tokens in " << seconds << " s ("
                 << static_cast<double>(generated) / std::max(seconds, 1e-9) << " tokens/s)\n";
+      if (stats && ds.measured) {
+        auto rate = [](int n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
+        std::cerr << "stats: kv_bytes=" << ds.kv_bytes
+                  << " kv_bytes_formula=" << cpu::kv_bytes(model.config, windows, ds.capacity)
+                  << " kv_bytes_full=" << cpu::kv_bytes(model.config, AttentionWindows::full(), ds.capacity)
+                  << " kv_tokens=" << ds.capacity << " peak_rss_bytes=" << peak_rss_bytes()
+                  << " prefill_tokens=" << ds.prefill_tokens
+                  << " prefill_tok_s=" << rate(ds.prefill_tokens, ds.prefill_seconds)
+                  << " decode_tokens=" << ds.decode_tokens
+                  << " decode_tok_s=" << rate(ds.decode_tokens, ds.decode_seconds) << std::endl;
+      }
       oo.detail() << "generated ids:";
       for (std::size_t i = prompt_length; i < ids.size(); ++i) oo.detail() << " " << ids[i];
       oo.detail() << "\n";

@@ -73,7 +73,7 @@ TEST_CASE("each command's help names its options") {
       {"evaluate", {"--model", "--mask", "--json", "--window", "--held-out-samples", "--device"}},
       {"convert", {"--from", "--to", "--layout", "--threshold"}},
       {"compare", {"--ratios", "--methods", "--group-rounds", "--level-spread", "--probe-budget", "--allow-long-context"}},
-      {"generate", {"--model", "--prompt", "--tokens", "--window", "--sinks", "--mask", "--device", "--allow-long-context"}},
+      {"generate", {"--model", "--prompt", "--tokens", "--window", "--sinks", "--mask", "--device", "--allow-long-context", "--stats"}},
       {"logits", {"--model", "--window", "--sinks", "--mask", "--device", "TOKEN_ID"}},
   };
   for (const auto& [cmd, options] : expected) {

@@ -5,9 +5,12 @@
 #include <bosch/bosch.hpp>
 #include <bosch/io/mask_io.hpp>
 #include <bosch/cpu/backend.hpp>
+#include <bosch/cpu/kv_cache.hpp>
 #include <bosch/model/model.hpp>
 
 #include <charconv>
+#include <map>
+#include <sstream>
 
 using namespace bosch::test::cli;
 
@@ -108,6 +111,9 @@ TEST_CASE("logits and generate: errors and limits") {
   check(run({"generate", m, "--tokens", "500"}, dir), 2, "generate",
         "--tokens: 509 tokens exceed the model's trained context of 128 tokens");
   check(run({"generate", dir / "missing.gguf"}, dir), 1, "generate", "missing.gguf");
+  check(run({"generate", m, "--tokens", "0", "--stats"}, dir), 2, "generate", "--stats: needs --tokens of at least 1");
+  check(run({"generate", m, "--mask", dir / "other.json", "--stats"}, dir), 1, "generate",
+        "does not match the expected layout (5x8x4)");
 }
 
 TEST_CASE("generate: greedy continuation with the KV cache, as the backend decodes it") {
@@ -150,4 +156,49 @@ TEST_CASE("generate: greedy continuation with the KV cache, as the backend decod
   CHECK(r.err.empty());
   CHECK(r.out == expected(windowed));
   CHECK(r.out != expected(bosch::AttentionWindows::full()));
+}
+
+TEST_CASE("generate --stats: one line with the KV cache's bytes, the formula's, memory and speed") {
+  const std::string m = model();
+  if (m.empty()) return;
+  TempDir dir;
+  const bosch::model::Model loaded = bosch::model::load(m);
+  const auto layout = loaded.config.layout();
+  bosch::HeadMask mask(layout);
+  for (std::size_t i = 0; i < mask.size(); i += 2) mask.set_flat(i, true);
+  bosch::io::write_mask_json(dir / "half.json", mask, {{"window", 3}, {"sinks", 1}});
+  const std::string prompt = "Once upon a time, there was a";
+  const int count = 12;
+  Run r = run({"generate", m, "--prompt", prompt, "--tokens", std::to_string(count), "--mask", dir / "half.json",
+               "--stats", "-q"},
+              dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  REQUIRE(one_line(r.err));
+  CHECK(r.err.rfind("stats: ", 0) == 0);
+  // key=value fields
+  std::map<std::string, double> f;
+  std::istringstream in(r.err.substr(7));
+  std::string item;
+  while (in >> item) {
+    const auto eq = item.find('=');
+    REQUIRE(eq != std::string::npos);
+    f[item.substr(0, eq)] = std::stod(item.substr(eq + 1));
+  }
+  for (const char* key : {"kv_bytes", "kv_bytes_formula", "kv_bytes_full", "kv_tokens", "peak_rss_bytes",
+                          "prefill_tokens", "prefill_tok_s", "decode_tokens", "decode_tok_s"})
+    CHECK_MESSAGE(f.count(key) == 1, key);
+  const auto prompt_tokens = static_cast<int>(loaded.tokenizer.encode(prompt, true).size());
+  CHECK(f["prefill_tokens"] == prompt_tokens);
+  CHECK(f["kv_tokens"] == prompt_tokens + count - 1);
+  const auto windows = bosch::AttentionWindows::from_mask(mask, 3, 1);
+  CHECK(f["kv_bytes"] == static_cast<double>(bosch::cpu::kv_bytes(loaded.config, windows, prompt_tokens + count - 1)));
+  CHECK(f["kv_bytes_formula"] == f["kv_bytes"]);
+  CHECK(f["kv_bytes"] < f["kv_bytes_full"]);
+  CHECK(f["kv_bytes_full"] ==
+        static_cast<double>(bosch::cpu::kv_bytes(loaded.config, bosch::AttentionWindows::full(), prompt_tokens + count - 1)));
+  CHECK(f["peak_rss_bytes"] > 1e6);
+  CHECK(f["prefill_tok_s"] > 0);
+  CHECK(f["decode_tokens"] >= 1);
+  CHECK(f["decode_tok_s"] > 0);
 }

@@ -57,9 +57,25 @@ TEST_CASE("decoder layer: look-only hooks change nothing and see every layer's q
     CHECK(hooked.data == plain.data);
     CHECK(layers_seen == std::vector<int>{0, 1});
 
-    // The keys a hook sees are the ones prefill caches (RoPE applied).
+    // The keys a hook sees are the ones prefill caches (RoPE applied): the
+    // last layer's full head 1 keeps all 37 positions, its SWA head 0
+    // (window 7, 2 sinks) only positions 0, 1 and 31 .. 36, the ones the
+    // next query (position 37) can see.
     const auto state = backend.prefill(tokens, windows);
-    CHECK(k_copy == state.k.back());
+    const int last = m.config.num_layers - 1, hd = m.config.head_dim;
+    const std::size_t stride = static_cast<std::size_t>(m.config.num_kv_heads) * hd;
+    for (int g = 0; g < 2; ++g)
+      for (int j = 0; j < 37; ++j) {
+        CAPTURE(g);
+        CAPTURE(j);
+        const float* key = state.cache.key(last, g, j);
+        const bool held = windows.is_swa(last, g) ? (j < 2 || j > 37 - 7) : true;
+        REQUIRE((key != nullptr) == held);
+        if (key)
+          CHECK(std::vector<float>(key, key + hd) ==
+                std::vector<float>(k_copy.begin() + static_cast<std::ptrdiff_t>(j * stride + g * hd),
+                                   k_copy.begin() + static_cast<std::ptrdiff_t>(j * stride + (g + 1) * hd)));
+      }
   }
 }
 

@@ -173,28 +173,28 @@ std::vector<float> Backend::forward(std::span<const int> tokens, const Attention
 }
 
 DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows& windows,
-                             std::vector<float>* last_logits) const {
+                             std::vector<float>* last_logits, int capacity) const {
   const auto& c = config();
-  if (tokens.empty()) throw invalid_argument("prefill needs at least one token", "tokens");
   windows.check(c.layout(), "windows");
+  if (tokens.empty()) throw invalid_argument("prefill needs at least one token", "tokens");
+  if (capacity < 0) throw invalid_argument("capacity must be >= 0, got " + std::to_string(capacity), "capacity");
+  const int n = static_cast<int>(tokens.size());
+  Residual x = embed(tokens);  // checks the ids before the cache is allocated
   DecodeState state;
-  state.kv_dim = c.num_kv_heads * c.head_dim;
-  state.k.resize(static_cast<std::size_t>(c.num_layers));
-  state.v.resize(static_cast<std::size_t>(c.num_layers));
+  state.cache = KvCache(c, windows, std::max(n, capacity));
   state.windows = windows;
-  Residual x = embed(tokens);
   const int offsets[2] = {0, x.n_tokens};
-  LayerHooks hooks;  // copies each layer's keys (RoPE applied) and values; attention reads the copies
-  hooks.cache = [&state](const LayerView& view) {
-    const auto floats = static_cast<std::size_t>(view.rows) * view.shape.kv_stride;
-    auto& k = state.k[static_cast<std::size_t>(view.layer)];
-    auto& v = state.v[static_cast<std::size_t>(view.layer)];
-    k.assign(view.k, view.k + floats);
-    v.assign(view.v, view.v + floats);
-    return KeyValues{k.data(), v.data(), view.rows};
+  // Stores what each head will read later (the first reader is position n,
+  // the first decode step); attention reads the new rows from the scratch,
+  // as without a cache, so the logits stay bitwise those of forward().
+  LayerHooks hooks;
+  hooks.cache = [&state, n](const LayerView& view) {
+    state.cache.write(view.layer, view.k, view.v, view.rows, view.shape.kv_stride, n);
+    return KeyValues{view.k, view.v, view.rows};
   };
   run_packed(*model_, options_, x.data.data(), offsets, 0, c.num_layers, windows, hooks);
-  state.positions = x.n_tokens;
+  state.cache.advance(n);
+  state.positions = n;
   if (last_logits) {
     const std::size_t row = static_cast<std::size_t>(x.n_tokens - 1);
     *last_logits = project(*model_, options_, x.data.data(), std::span<const std::size_t>(&row, 1));

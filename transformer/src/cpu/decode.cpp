@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // bosch::cpu::Backend::decode_step: one new token through all layers against
-// the key/value cache that Backend::prefill built (incremental greedy decoding).
+// the hybrid key/value cache that Backend::prefill built (incremental greedy
+// decoding; cpu/kv_cache.hpp).
 
 #include <bosch/cpu/backend.hpp>
 #include <bosch/cpu/kernels.hpp>
@@ -16,22 +17,17 @@ namespace bosch::cpu {
 namespace {
 
 void check_state(const DecodeState& state, const model::Config& c) {
-  const auto L = static_cast<std::size_t>(c.num_layers);
-  const int kvd = c.num_kv_heads * c.head_dim;
-  if (state.positions < 1 || state.kv_dim != kvd || state.k.size() != L || state.v.size() != L)
-    throw invalid_argument("decode state of " + std::to_string(state.k.size()) + " layers, kv_dim " +
-                               std::to_string(state.kv_dim) + ", " + std::to_string(state.positions) +
-                               " positions does not fit the model (" + std::to_string(c.num_layers) +
-                               " layers, kv_dim " + std::to_string(kvd) + "); make it with prefill",
+  const auto& kv = state.cache;
+  if (state.positions < 1 || kv.empty() || kv.positions() != state.positions || kv.num_layers() != c.num_layers ||
+      kv.num_kv_heads() != c.num_kv_heads || kv.head_dim() != c.head_dim)
+    throw invalid_argument("decode state of " + std::to_string(kv.num_layers()) + " layers x " +
+                               std::to_string(kv.num_kv_heads()) + " KV heads x head_dim " +
+                               std::to_string(kv.head_dim()) + ", " + std::to_string(state.positions) +
+                               " positions (cache " + std::to_string(kv.positions()) +
+                               ") does not fit the model (" + std::to_string(c.num_layers) + " x " +
+                               std::to_string(c.num_kv_heads) + " x " + std::to_string(c.head_dim) +
+                               "); make it with prefill",
                            "DecodeState");
-  const std::size_t rows = static_cast<std::size_t>(state.positions) * static_cast<std::size_t>(kvd);
-  for (std::size_t l = 0; l < L; ++l)
-    if (state.k[l].size() != rows || state.v[l].size() != rows)
-      throw invalid_argument("decode state layer " + std::to_string(l) + " holds " +
-                                 std::to_string(state.k[l].size()) + " key and " +
-                                 std::to_string(state.v[l].size()) + " value floats, expected " +
-                                 std::to_string(rows),
-                             "DecodeState");
 }
 
 }  // namespace
@@ -53,35 +49,31 @@ std::vector<float> Backend::decode_step(DecodeState& state, int token, const Att
   if (state.rope.positions() <= p)
     state.rope = RopeTable(c, p < (1 << 29) ? std::max(64, 2 * (p + 1)) : std::numeric_limits<int>::max());
 
-  // decoder_layer on one row at position p; the cache hook appends its keys
-  // and values, so attention reads positions [0, p].
+  // decoder_layer on one row at position p: the cache hook stores its keys
+  // and values (an SWA head into the oldest slot of its ring), and attention
+  // reads the hybrid cache, positions [0, p] as each head's window allows.
+  if (state.cache.capacity() <= p) state.cache.reserve(p < (1 << 29) ? std::max(p + 1, 2 * p) : p + 1);
   const int token_span[1] = {token};
   Residual x = embed(token_span);
   LayerScratch s(c, 1);
   LayerHooks hooks;
-  hooks.cache = [&state](const LayerView& view) {
-    auto& k = state.k[static_cast<std::size_t>(view.layer)];
-    auto& v = state.v[static_cast<std::size_t>(view.layer)];
-    const auto floats = static_cast<std::size_t>(view.rows) * view.shape.kv_stride;
-    k.insert(k.end(), view.k, view.k + floats);
-    v.insert(v.end(), view.v, view.v + floats);
-    return KeyValues{k.data(), v.data(), static_cast<int>(k.size() / view.shape.kv_stride)};
+  KvCache& cache = state.cache;
+  hooks.cache = [&cache, p](const LayerView& view) {
+    cache.write(view.layer, view.k, view.v, view.rows, view.shape.kv_stride, p);
+    return KeyValues{view.k, view.v, view.rows};
   };
+  hooks.attend = [&cache](const LayerView& view, float* att) { cache.attend(view.layer, view.q, att, view.shape); };
   const int offsets[2] = {0, 1};
   std::vector<HeadWindow> hw(static_cast<std::size_t>(c.num_kv_heads));
-  const auto old_rows = static_cast<std::size_t>(p) * static_cast<std::size_t>(state.kv_dim);
-  try {
-    for (int l = 0; l < c.num_layers; ++l) {
-      layer_windows(windows, l, hw);
-      decoder_layer(*model_, l, x.data.data(), LayerRows{offsets, p}, state.rope, hw, AttentionTiles{options_.tile, options_.swa_tile}, s, hooks);
-    }
-  } catch (...) {
-    for (std::size_t l = 0; l < state.k.size(); ++l) {
-      state.k[l].resize(old_rows);
-      state.v[l].resize(old_rows);
-    }
-    throw;
+  // A failure part-way leaves positions() at p: the rows written at p sit in
+  // slots no query before p + 1 reads (an SWA head's slot for p held
+  // position p - window, which a query at p no longer sees), so the state
+  // stays usable.
+  for (int l = 0; l < c.num_layers; ++l) {
+    layer_windows(windows, l, hw);
+    decoder_layer(*model_, l, x.data.data(), LayerRows{offsets, p}, state.rope, hw, AttentionTiles{options_.tile, options_.swa_tile}, s, hooks);
   }
+  cache.advance(1);
   state.positions = p + 1;
   const int last[1] = {0};
   return logits(x, last);

@@ -57,7 +57,9 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
   const LayerView view{layer, static_cast<int>(N), s.q.data(), s.k.data(), s.v.data(), shape, rows.offsets, windows};
   const KeyValues kv = hooks.cache ? hooks.cache(view) : KeyValues{s.k.data(), s.v.data(), static_cast<int>(N)};
   if (hooks.inspect) hooks.inspect(view);
-  if (kv.rows == static_cast<int>(N))
+  if (hooks.attend)
+    hooks.attend(view, s.att.data());
+  else if (kv.rows == static_cast<int>(N))
     attention(s.q.data(), kv.k, kv.v, s.att.data(), rows.offsets, shape, windows, tiles);
   else
     attention_cached(s.q.data(), static_cast<int>(N), kv.rows - static_cast<int>(N), kv.k, kv.v, s.att.data(),

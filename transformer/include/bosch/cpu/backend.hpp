@@ -16,6 +16,7 @@
 /// new mask changes. Every entry point runs the one decoder layer of
 /// cpu/layer.hpp; they differ only in its hooks.
 
+#include <bosch/cpu/kv_cache.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/model/windows.hpp>
@@ -80,27 +81,23 @@ struct HeadStats {
   }
 };
 
-/// The key/value cache of one sequence for incremental (greedy) decoding,
-/// made by Backend::prefill and grown by Backend::decode_step. Every layer
-/// keeps the keys (RoPE applied at their absolute positions, after the
-/// optional K norm) and values of all positions so far.
+/// The state of one sequence for incremental (greedy) decoding, made by
+/// Backend::prefill and grown by Backend::decode_step: the hybrid KV cache
+/// (cpu/kv_cache.hpp: every position of each full head, sinks plus a ring
+/// of the last `window` positions of each SWA head) and the RoPE table.
 struct DecodeState {
   int positions = 0;   ///< tokens processed so far (the next token sits at this position)
-  int kv_dim = 0;      ///< num_kv_heads * head_dim: floats per cached row
-  /// k[l], v[l]: layer l's rows [positions, kv_dim] row-major fp32.
-  std::vector<std::vector<float>> k, v;
+  /// Keys (RoPE applied at their absolute positions, after the optional K
+  /// norm) and values, per layer and KV head.
+  KvCache cache;
   /// The windows the cache was built under (decode_step must get the same).
   AttentionWindows windows;
   /// RoPE cos/sin table, grown (doubling) as positions advance; entries are
   /// computed per position, so they equal those of a forward pass.
   RopeTable rope;
-  /// Bytes held by the cache rows.
-  std::size_t bytes() const noexcept {
-    std::size_t floats = 0;
-    for (const auto& x : k) floats += x.size();
-    for (const auto& x : v) floats += x.size();
-    return floats * sizeof(float);
-  }
+  /// Bytes the KV cache has allocated; equals kv_bytes(config, windows,
+  /// cache.capacity()).
+  std::size_t bytes() const noexcept { return cache.allocated_bytes(); }
 };
 
 /// The CPU backend. Holds a reference to the model, which must outlive it.
@@ -156,19 +153,25 @@ class Backend {
 
   /// Incremental decoding, step 1: runs the normal forward pass over `tokens`
   /// (the very same layer path as forward(), so the logits are bitwise those
-  /// of forward(tokens, windows, {n - 1})) while saving every layer's keys
-  /// and values. When `last_logits` is given it receives the logits of the
-  /// last position ([vocab]). Throws bosch::invalid_argument for an empty
-  /// sequence, an id outside the vocabulary or windows that do not fit.
+  /// of forward(tokens, windows, {n - 1})) while storing in the hybrid KV
+  /// cache the keys and values each head will read later (cpu/kv_cache.hpp).
+  /// The cache has room for `capacity` positions (at least the n tokens; 0 =
+  /// n); decode_step doubles it when the context outgrows it, so pass the
+  /// prompt plus the tokens to generate to allocate once. When
+  /// `last_logits` is given it receives the logits of the last position
+  /// ([vocab]). Throws bosch::invalid_argument for an empty sequence, an id
+  /// outside the vocabulary or windows that do not fit the model (a mask of
+  /// another layout: before any work, naming both layouts).
   DecodeState prefill(std::span<const int> tokens, const AttentionWindows& windows,
-                      std::vector<float>* last_logits = nullptr) const;
+                      std::vector<float>* last_logits = nullptr, int capacity = 0) const;
 
   /// Incremental decoding, step 2: appends `token` at position
   /// state.positions, runs it through all layers against the cached keys and
   /// values (one query row; each head attends the keys its window and sinks
-  /// let it see, exactly as in forward()), stores its keys and values, and
-  /// returns its logits ([vocab]). Cost O(weights + n) instead of the O(n x
-  /// weights + n^2) of a fresh forward. Equal to forward(all tokens, windows,
+  /// let it see, exactly as in forward()), stores its keys and values (an
+  /// SWA head overwrites the oldest slot of its ring), and returns its logits
+  /// ([vocab]). Cost O(weights + keys read) instead of the O(n x weights +
+  /// n^2) of a fresh forward; an SWA head reads at most sinks + window keys. Equal to forward(all tokens, windows,
   /// {n}) up to fp32 rounding (the softmax and dot products sum in a
   /// different order than the tiled kernel), not bitwise. `windows` must be
   /// the windows the state was prefilled with (bosch::invalid_argument

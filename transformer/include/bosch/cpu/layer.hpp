@@ -11,7 +11,7 @@
 ///     q, k = rope(q, k)             at each row's position
 ///     kv   = hooks.cache(k, v)      KV-cache append (default: the new rows)
 ///            hooks.inspect(q, k)    probes and statistics
-///     att  = attention(q, kv)       per-KV-head windows
+///     att  = attention(q, kv)       per-KV-head windows (or hooks.attend(q))
 ///            hooks.blend(att)       changes the attention output
 ///     x   += linear(att, wo)
 ///     h    = rms_norm(x, ffn_norm)
@@ -71,6 +71,12 @@ struct LayerHooks {
   /// (decoding); when it returns exactly the new rows (prefill), attention
   /// runs as without a cache. Unset: attention reads the new rows.
   std::function<KeyValues(const LayerView&)> cache;
+  /// Replaces the attention kernels: writes the attention output `att`
+  /// ([rows, shape.out_stride]) from the view's queries, after the cache
+  /// hook has stored the new keys and values (decode_step against the hybrid
+  /// KV cache, cpu/kv_cache.hpp, whose heads are not [rows, kv_stride]
+  /// buffers). The KeyValues the cache hook returns are then not read.
+  std::function<void(const LayerView&, float* att)> attend;
   /// Looks at queries and keys (probes, attention statistics).
   std::function<void(const LayerView&)> inspect;
   /// Changes the attention output `att` ([rows, shape.out_stride]) before

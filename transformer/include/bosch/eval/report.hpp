@@ -159,7 +159,15 @@ void greedy_continue(const B& backend, std::span<const int> prompt, std::vector<
   if constexpr (IncrementalDecoder<B>) {
     if (path != GreedyPath::recompute) {
       std::vector<float> logits;
-      auto state = backend.prefill(seq, windows, &logits);
+      // A cache with room for every position decoded (the last token is
+      // never fed back), when the backend takes a capacity (cpu::Backend).
+      const int capacity = static_cast<int>(seq.size()) + budget - static_cast<int>(generated.size()) - 1;
+      auto state = [&] {
+        if constexpr (requires { backend.prefill(std::span<const int>(seq), windows, &logits, capacity); })
+          return backend.prefill(seq, windows, &logits, capacity);
+        else
+          return backend.prefill(seq, windows, &logits);
+      }();
       while (true) {
         const int next = tasks::argmax(logits);
         if (next == eos) return;
