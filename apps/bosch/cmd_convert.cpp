@@ -123,7 +123,7 @@ int run_convert(int argc, char** argv) {
         "output,o", po::value(&out_option)->value_name("PATH"), "OUT (instead of the second argument)")(
         "layout", po::value(&layout_text)->value_name("LxHqxHkv"),
         "layers x query heads x KV heads (e.g. 30x9x3); checked against IN")(
-        "model", po::value(&model_path)->value_name("PATH"),
+        "model,m", po::value(&model_path)->value_name("PATH"),
         "the model (GGUF file or HF directory): the file gguf copies; its layout is checked "
         "against the mask's, and its context length is --max-seq-len's default")(
         "window", po::value(&window)->value_name("W"), "exports: window in keys (default: the mask's metadata)")(
