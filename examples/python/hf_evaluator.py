@@ -85,10 +85,12 @@ class HFEvaluator:
         self.samples = make_passkey_samples(self.tokenizer, context, samples, seed)
         self._swa = None  # the mask being scored, (layers, kv_heads) bool tensor
 
-    def _attention(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    def _attention(self, module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
         """AttentionInterface function: scaled-dot-product attention with the
         per-head window mask of the current head mask. query: (b, Hq, q, d);
-        key, value: (b, Hkv, k, d)."""
+        key, value: (b, Hkv, k, d). The parameters are in the order of
+        transformers' own attention functions (dropout before scaling), which
+        wrappers such as kvpress's attention patch pass positionally."""
         torch = self.torch
         q_len, k_len = query.shape[-2], key.shape[-2]
         k_pos = torch.arange(k_len, device=query.device)
