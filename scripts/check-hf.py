@@ -8,10 +8,11 @@
    exactly the mask's SWA heads as streaming heads (and nested sets at other
    ratios).
 2. Hugging Face transformers loads the same GGUF file (torch on the CPU) and
-   runs it with the mask through the per-KV-head attention function of
-   examples/python/hf_evaluator.py; the next-token log-probabilities of a few
-   passkey samples (that file's generator) must equal `bosch logits --mask`'s
-   within --tolerance, over every position and over the answer tokens.
+   runs it with the mask through the package's per-KV-head attention
+   function (bosch.hf.WindowedAttention, which examples/python/hf_evaluator.py
+   uses too); the next-token log-probabilities of a few passkey samples
+   (bosch.hf.make_passkey_samples) must equal `bosch logits --mask`'s within
+   --tolerance, over every position and over the answer tokens.
 Prints the figures and exits 1 when a check fails.
 """
 
@@ -23,9 +24,6 @@ import sys
 import tempfile
 
 import numpy as np
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples" / "python"))
 
 
 def bosch_logits(cli, model, ids, mask_file):
@@ -56,10 +54,9 @@ def main():
     args = p.parse_args()
 
     import torch
-    from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer
 
     import bosch
-    import hf_evaluator as hfe
+    import bosch.hf
 
     torch.set_num_threads(2)
     model_path = pathlib.Path(args.model).expanduser().resolve()
@@ -80,20 +77,9 @@ def main():
         cfg = json.loads((tmp / "pattern" / "config.json").read_text())
         scores = np.clip(np.loadtxt(tmp / "pattern" / "full_attention_heads.tsv", delimiter="\t", ndmin=2), 0, 1)
 
-        # ---- Hugging Face transformers on the same GGUF file, through hf_evaluator's attention.
-        ev = object.__new__(hfe.HFEvaluator)
-        ev.torch, ev.window, ev.sinks, ev.device = torch, args.window, args.sinks, "cpu"
-        AttentionInterface.register("bosch_windows", ev._attention)
-        try:
-            from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-
-            ALL_MASK_ATTENTION_FUNCTIONS.register("bosch_windows", sdpa_mask)
-        except ImportError:
-            pass
-        tokenizer = AutoTokenizer.from_pretrained(str(model_path.parent), gguf_file=model_path.name)
-        model = AutoModelForCausalLM.from_pretrained(str(model_path.parent), gguf_file=model_path.name,
-                                                     attn_implementation="bosch_windows",
-                                                     dtype=torch.float32).eval()
+        # ---- Hugging Face transformers on the same GGUF file, through bosch.hf's attention.
+        attention = bosch.hf.WindowedAttention(args.window, args.sinks)
+        tokenizer, model = bosch.hf.load_model(str(model_path.parent), attention, gguf_file=model_path.name)
 
         # ---- kvpress: the exported pattern's streaming heads.
         from kvpress import DuoAttentionPress
@@ -122,9 +108,9 @@ def main():
             previous = s
 
         # ---- log-probabilities: HF vs bosch, masked and full.
-        samples = hfe.make_passkey_samples(tokenizer, args.context, args.samples, args.seed)
+        samples = bosch.hf.make_passkey_samples(tokenizer, args.context, args.samples, args.seed)
         for label, swa, mfile in (("mask", mask, mask_file), ("full", np.zeros_like(mask), None)):
-            ev._swa = torch.as_tensor(swa)
+            attention.mask = swa
             worst, answer_diffs = 0.0, []
             for prompt_ids, answer_ids in samples:
                 ids = prompt_ids + answer_ids
