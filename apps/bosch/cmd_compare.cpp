@@ -44,6 +44,13 @@ std::set<std::string> parse_methods(const std::string& list) {
       wanted.insert(known.begin(), known.end());
       continue;
     }
+    // BOSCH-layer: the layer-granular deployment choice's name in docs/deployment.md.
+    if (name.size() == 11 && std::equal(name.begin(), name.end(), "BOSCH-layer", [](char a, char b) {
+          return std::toupper(static_cast<unsigned char>(a)) == std::toupper(static_cast<unsigned char>(b));
+        })) {
+      wanted.insert("B-layer");
+      continue;
+    }
     auto it = std::find_if(known.begin(), known.end(), [&](const std::string& k) {
       return std::equal(k.begin(), k.end(), name.begin(), name.end(), [](char a, char b) {
         return std::toupper(static_cast<unsigned char>(a)) == std::toupper(static_cast<unsigned char>(b));
@@ -86,18 +93,20 @@ int run_compare(int argc, char** argv) {
                    "accuracy_vs_ratio.svg, logprob_vs_ratio.svg, paired.csv. Every held-out figure\n"
                    "carries its sample count and a 95% bootstrap interval over the samples;\n"
                    "table.md also gives BOSCH minus the best other method per ratio with a paired\n"
-                   "bootstrap interval. Each method's ratios run in --ratio-order; each BOSCH search\n"
-                   "starts also from its mask at the previous ratio (--warm-start) and from the\n"
-                   "--candidates rankings. Runs on the CPU backend. The BOSCH search options are\n"
-                   "those of `bosch select` (--seed also seeds RAND and RAZOR). For published\n"
-                   "tables use at least 16 held-out samples per task (the default).");
+                   "bootstrap interval, and B-layer (whole layers, the mask for engines that window\n"
+                   "only layers) minus BOSCH and minus the best layer heuristic. Each method's\n"
+                   "ratios run in --ratio-order; each BOSCH search starts also from its mask at the\n"
+                   "previous ratio (--warm-start) and from the --candidates rankings. Runs on the\n"
+                   "CPU backend. The BOSCH search options are those of `bosch select` (--seed also\n"
+                   "seeds RAND and RAZOR). For published tables use at least 16 held-out samples\n"
+                   "per task (the default).");
     po::options_description what("Comparison");
     what.add_options()("out,o", po::value(&out)->default_value(out)->value_name("DIR"), "output directory")(
         "ratios", po::value(&ratios_text)->default_value(ratios_text)->value_name("LIST"),
         "comma-separated SWA ratios in (0, 1)")(
         "methods", po::value(&methods_text)->default_value(methods_text)->value_name("LIST"),
-        "comma-separated methods, or all: BOSCH, B-single, B-multi, B-layer, DCAM, APL, RAZOR, QADA, PROXY, "
-        "FISHER, RETRIEVAL, RAND, BME, INTR")(
+        "comma-separated methods, or all: BOSCH, B-single, B-multi, B-layer (or BOSCH-layer), DCAM, APL, RAZOR, "
+        "QADA, PROXY, FISHER, RETRIEVAL, RAND, BME, INTR")(
         "layer-count", po::value(&layer_count)->default_value(layer_count)->value_name("exact|whole"),
         "layer heuristics: exact head count (one partial layer) or round(rho L) whole layers")(
         "held-out-context", po::value(&held_out_contexts_text)->value_name("N[,N...]"),

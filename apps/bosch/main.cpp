@@ -26,7 +26,7 @@ constexpr Command commands[] = {
     {"inspect", "show a model's architecture, head layout, size and tokenizer", bosch::cli::run_inspect},
     {"select", "choose sliding-window heads with BOSCH and write the mask", bosch::cli::run_select},
     {"evaluate", "held-out scores of a mask on a model", bosch::cli::run_evaluate},
-    {"convert", "convert a mask between JSON, TSV and the text grid", bosch::cli::run_convert},
+    {"convert", "convert a mask (JSON, TSV, grid) or export it for kvpress, HF, GGUF, layers", bosch::cli::run_convert},
     {"baseline", "a mask from a static head ranking or a layer heuristic", bosch::cli::run_baseline},
     {"compare", "compare BOSCH with the baselines over SWA ratios", bosch::cli::run_compare},
     {"generate", "greedily continue a prompt, with or without a head mask", bosch::cli::run_generate},

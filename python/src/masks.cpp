@@ -6,8 +6,11 @@
 
 #include "search.hpp"
 
+#include <bosch/io/mask_export.hpp>
 #include <bosch/io/mask_io.hpp>
 #include <bosch/io/search_metadata.hpp>
+#include <bosch/model/gguf_export.hpp>
+#include <bosch/model/loader.hpp>
 
 #include <filesystem>
 
@@ -31,10 +34,25 @@ Form form_of(const std::string& path, nb::handle format) {
     if (f == "json") return Form::json;
     if (f == "tsv") return Form::tsv;
     if (f == "grid" || f == "txt") return Form::grid;
-    throw invalid_argument("unknown mask format '" + f + "' (expected json, tsv or grid)", "format");
+    throw invalid_argument("unknown mask format '" + f +
+                               "' (expected json, tsv, grid, kvpress, duo, hf, gguf or layers)",
+                           "format");
   }
   const std::string ext = std::filesystem::path(path).extension().string();
   return ext == ".json" ? Form::json : ext == ".tsv" ? Form::tsv : Form::grid;
+}
+
+/// The export forms of write_mask (io/mask_export.hpp, model/gguf_export.hpp).
+enum class Export { none, kvpress, hf, gguf, layers };
+
+Export export_of(nb::handle format) {
+  if (format.is_none()) return Export::none;
+  const std::string f = nb::cast<std::string>(format);
+  if (f == "kvpress" || f == "duo") return Export::kvpress;
+  if (f == "hf") return Export::hf;
+  if (f == "gguf") return Export::gguf;
+  if (f == "layers") return Export::layers;
+  return Export::none;
 }
 
 PyMaskFile read_mask(nb::handle path_obj, nb::handle layout_obj, nb::handle format, double threshold) {
@@ -43,8 +61,50 @@ PyMaskFile read_mask(nb::handle path_obj, nb::handle layout_obj, nb::handle form
     throw invalid_argument("must lie in (0, 1], got " + std::to_string(threshold), "threshold");
   std::optional<HeadLayout> expected;
   if (!layout_obj.is_none()) expected = layout_from(layout_obj);
-  const Form form = form_of(path, format);
   PyMaskFile out;
+  if (const Export ex = export_of(format); ex != Export::none) {
+    if ((ex == Export::hf || ex == Export::layers) && !expected)
+      throw invalid_argument("needed for format '" + nb::cast<std::string>(format) +
+                                 "': the file does not record the heads",
+                             "layout");
+    nb::gil_scoped_release release;
+    io::ExportWindows w;
+    switch (ex) {
+      case Export::kvpress: {
+        auto p = io::read_duo_pattern(path, expected ? expected->num_query_heads : 0, threshold);
+        out.mask = std::move(p.mask);
+        w = p.windows;
+        break;
+      }
+      case Export::hf:
+      case Export::layers: {
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(io::read_file(path));
+        } catch (const nlohmann::json::exception& e) {
+          throw format_error(std::string("not valid JSON: ") + e.what(), path);
+        }
+        auto r = ex == Export::hf ? io::mask_from_hf_config(j, *expected, path)
+                                  : io::mask_from_layer_windows(j, *expected, path);
+        out.mask = std::move(r.first);
+        w = r.second;
+        break;
+      }
+      case Export::gguf: {
+        const model::gguf::File g(path);
+        const auto gw = model::gguf_windows(g);
+        if (!gw) throw format_error("declares no sliding window (no <arch>.attention.sliding_window key)", path);
+        out.mask = io::mask_from_swa_layers(model::config_from_gguf(g).layout(), gw->swa, path);
+        w = {gw->window, 0};
+        break;
+      }
+      case Export::none: break;
+    }
+    if (expected) io::check_mask_layout(out.mask, *expected, path);
+    out.metadata = nlohmann::json{{"window", w.window}, {"sinks", w.sinks}};
+    return out;
+  }
+  const Form form = form_of(path, format);
   nb::gil_scoped_release release;
   if (form == Form::json) {
     io::MaskFile f = io::read_mask_json(path);
@@ -71,12 +131,24 @@ PyMaskFile read_mask(nb::handle path_obj, nb::handle layout_obj, nb::handle form
   return out;
 }
 
+std::optional<int> optional_int(nb::handle v, const char* what) {
+  if (v.is_none()) return std::nullopt;
+  if (!nb::isinstance<nb::int_>(v) || nb::isinstance<nb::bool_>(v))
+    throw nb::type_error((std::string(what) + ": expected an int").c_str());
+  return nb::cast<int>(v);
+}
+
 void write_mask(nb::handle path_obj, nb::handle mask_obj, nb::handle layout_obj, nb::handle metadata,
-                nb::handle format) {
+                nb::handle format, nb::handle window_obj, nb::handle sinks_obj, nb::handle model_obj,
+                nb::handle max_seq_len_obj) {
   const std::string path = path_from(path_obj);
-  const Form form = form_of(path, format);
+  const Export ex = export_of(format);
+  const Form form = ex == Export::none ? form_of(path, format) : Form::json;
   std::optional<HeadLayout> layout;
   if (!layout_obj.is_none()) layout = layout_from(layout_obj);
+  const std::optional<int> window = optional_int(window_obj, "window"), sinks = optional_int(sinks_obj, "sinks"),
+                           max_seq_len = optional_int(max_seq_len_obj, "max_seq_len");
+  const std::string model_path = model_obj.is_none() ? std::string() : path_from(model_obj, "model");
   HeadMask mask;
   nlohmann::json meta = nlohmann::json::object();
   if (nb::isinstance<PyResult>(mask_obj)) {
@@ -95,11 +167,53 @@ void write_mask(nb::handle path_obj, nb::handle mask_obj, nb::handle layout_obj,
     if (!nb::isinstance<nb::dict>(metadata)) throw nb::type_error("metadata: expected a dict");
     meta.update(python_to_json(metadata, "metadata"));
   }
+  if (ex == Export::none) {
+    nb::gil_scoped_release release;
+    switch (form) {
+      case Form::json: io::write_mask_json(path, mask, meta); break;
+      case Form::tsv: io::write_mask_tsv(path, mask); break;
+      case Form::grid: io::write_mask_grid(path, mask); break;
+    }
+    return;
+  }
+  // Exports: window and sinks from the arguments, else the metadata.
+  auto meta_int = [&](const char* key) -> std::optional<int> {
+    if (meta.contains(key) && meta[key].is_number_integer()) return meta[key].get<int>();
+    return std::nullopt;
+  };
+  io::ExportWindows w;
+  if (window)
+    w.window = *window;
+  else if (auto mw = meta_int("window"))
+    w.window = *mw;
+  else
+    throw invalid_argument("needed for this format: the mask's metadata records no window", "window");
+  w.sinks = sinks ? *sinks : meta_int("sinks").value_or(0);
+  if (ex == Export::gguf && model_path.empty())
+    throw invalid_argument("format 'gguf' writes a copy of the model: pass model=PATH", "model");
   nb::gil_scoped_release release;
-  switch (form) {
-    case Form::json: io::write_mask_json(path, mask, meta); break;
-    case Form::tsv: io::write_mask_tsv(path, mask); break;
-    case Form::grid: io::write_mask_grid(path, mask); break;
+  std::optional<model::Config> config;
+  if (!model_path.empty()) {
+    config = model::read_config(model_path);
+    if (!(mask.layout() == config->layout()))
+      throw invalid_argument("mask layout " + to_string(mask.layout()) + " does not fit the model's layout " +
+                                 to_string(config->layout()),
+                             model_path);
+  }
+  switch (ex) {
+    case Export::kvpress: io::write_duo_pattern(path, mask, meta, w); break;
+    case Export::hf: io::write_file_atomic(path, io::hf_config_patch(mask, w, "mask").dump(2) + "\n"); break;
+    case Export::layers: {
+      const int n = max_seq_len ? *max_seq_len : config ? config->max_position : 0;
+      if (n <= 0)
+        throw invalid_argument("needed for format 'layers' (or model=PATH with a context length): the full "
+                               "layers' window in max_attention_window",
+                               "max_seq_len");
+      io::write_file_atomic(path, io::layer_windows(mask, w, n, "mask").dump(2) + "\n");
+      break;
+    }
+    case Export::gguf: model::write_gguf_windows(model_path, path, mask, w); break;
+    case Export::none: break;
   }
 }
 
@@ -170,23 +284,36 @@ void bind_masks(nb::module_& m) {
   m.def("read_mask", &read_mask, "path"_a, "layout"_a.none() = nb::none(), nb::kw_only(),
         "format"_a.none() = nb::none(), "threshold"_a = 0.5,
         nb::sig("def read_mask(path: str | os.PathLike[str], layout: HeadLayout | str | tuple[int, ...] | None "
-                "= None, *, format: typing.Literal['json', 'tsv', 'grid'] | None = None, "
-                "threshold: float = 0.5) -> MaskFile"),
+                "= None, *, format: typing.Literal['json', 'tsv', 'grid', 'kvpress', 'duo', 'hf', 'gguf', "
+                "'layers'] | None = None, threshold: float = 0.5) -> MaskFile"),
         "Reads a mask file: JSON (bosch.head_mask, with metadata), DuoAttention TSV (1 = full\n"
         "attention; values >= threshold are full) or the text grid ('S' = SWA, '.' = full), by\n"
         "extension (.json, .tsv, anything else the grid) or `format`. With `layout` the file must\n"
-        "match it (TSV and grid files take their query-head count from it). Errors: FileError,\n"
+        "match it (TSV and grid files take their query-head count from it). It also reads the\n"
+        "exports of write_mask back (format='kvpress' a pattern directory, 'gguf' a model's windows,\n"
+        "'hf' and 'layers' with `layout`); their metadata is then {window, sinks}. Errors: FileError,\n"
         "FormatError (naming the file and field or line), InvalidArgument (layout mismatch).");
   m.def("write_mask", &write_mask, "path"_a, "mask"_a, "layout"_a.none() = nb::none(), nb::kw_only(),
-        "metadata"_a.none() = nb::none(), "format"_a.none() = nb::none(),
+        "metadata"_a.none() = nb::none(), "format"_a.none() = nb::none(), "window"_a.none() = nb::none(),
+        "sinks"_a.none() = nb::none(), "model"_a.none() = nb::none(), "max_seq_len"_a.none() = nb::none(),
         nb::sig("def write_mask(path: str | os.PathLike[str], mask: numpy.typing.ArrayLike | Result | MaskFile, "
                 "layout: HeadLayout | str | tuple[int, ...] | None = None, *, "
                 "metadata: dict[str, typing.Any] | None = None, "
-                "format: typing.Literal['json', 'tsv', 'grid'] | None = None) -> None"),
-        "Writes a mask atomically as JSON, TSV or grid (by extension or `format`). `mask` is a\n"
-        "bool array (layers, kv_heads) (its query heads from `layout`, default the KV heads), a\n"
-        "bosch.Result (its metadata() is written, updated with `metadata`) or a MaskFile. Only\n"
-        "JSON keeps metadata.");
+                "format: typing.Literal['json', 'tsv', 'grid', 'kvpress', 'duo', 'hf', 'gguf', 'layers'] | None "
+                "= None, window: int | None = None, sinks: int | None = None, "
+                "model: str | os.PathLike[str] | None = None, max_seq_len: int | None = None) -> None"),
+        "Writes a mask atomically as JSON, TSV or grid (by extension or `format`), or exports it\n"
+        "for a serving engine (docs/deployment.md): format='kvpress' (or 'duo') writes the\n"
+        "DuoAttention pattern directory `path` (full_attention_heads.tsv, config.json; kvpress's\n"
+        "DuoAttentionPress(head_compression_ratio=SWA heads / KV heads) reproduces the mask);\n"
+        "'hf' a Hugging Face config.json patch (layer_types, sliding_window); 'gguf' a copy of\n"
+        "the GGUF `model` with <arch>.attention.sliding_window(_pattern); 'layers' per-layer\n"
+        "windows (TensorRT-LLM, SGLang; full layers get `max_seq_len`, default the model's\n"
+        "context length). 'hf', 'gguf' and 'layers' take layer masks only. Exports take\n"
+        "`window` and `sinks` from the arguments, else the metadata (e.g. a MaskFile's).\n"
+        "`mask` is a bool array (layers, kv_heads) (its query heads from `layout`, default the\n"
+        "KV heads), a bosch.Result (its metadata() is written, updated with `metadata`) or a\n"
+        "MaskFile. Only JSON keeps metadata. With `model`, the mask must have its layout.");
   m.def(
       "to_grid", [](nb::handle mask) { return to_grid(mask_from(mask, std::nullopt)); }, "mask"_a,
       nb::sig("def to_grid(mask: numpy.typing.ArrayLike) -> str"),

@@ -5,6 +5,9 @@
 #include <bosch/bosch.hpp>
 #include <bosch/io/options_json.hpp>
 
+#include <map>
+#include <set>
+#include <sstream>
 #include <type_traits>
 
 using namespace bosch::test::cli;
@@ -222,4 +225,88 @@ TEST_CASE("compare: held-out sets at other contexts, intervals everywhere, ratio
   CHECK(cell(dj, 0.5).at("mask") == cell(cj, 0.5).at("mask"));
   CHECK(cell(dj, 0.25).at("details").at("warm_starts") == nlohmann::json::array({"BOSCH at ratio 0.5"}));
   CHECK(!cell(cj, 0.5).at("details").contains("warm_starts"));
+}
+
+TEST_CASE("compare: the layer-granular BOSCH (BOSCH-layer) against head-level BOSCH and the layer heuristics") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  // stories260K: 5 layers x 4 KV heads; ratio 0.4 is 8 SWA heads, two whole layers.
+  const std::vector<std::string> args{"compare", m, "--tasks", "copy", "--text-files", t, "--context", "300",
+                                      "--allow-long-context", "--window", "32", "--samples", "2",
+                                      "--held-out-samples", "2", "--ratios", "0.4", "--methods",
+                                      "BOSCH,bosch-layer,RAND,BME,INTR", "--probe-budget", "4", "--chunk-budget",
+                                      "8", "--no-accuracy", "--threads", "1", "--seed", "7", "-q", "-o",
+                                      dir / "cmp"};
+  const Run r = run(args, dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto results = read_json(dir / "cmp/results.json");
+  std::map<std::string, nlohmann::json> cells;
+  for (const auto& c : results.at("cells")) cells[c.at("method").get<std::string>()] = c;
+  REQUIRE(cells.size() == 5);
+  for (const char* name : {"BOSCH", "B-layer", "RAND", "BME", "INTR"}) REQUIRE_MESSAGE(cells.count(name), name);
+  // The layer variant's mask is whole layers (each grid row all 'S' or all '.'), at the same head count.
+  const std::string grid = cells["B-layer"].at("mask").get<std::string>();
+  INFO(grid);
+  int swa_layers = 0, rows = 0;
+  std::istringstream lines(grid);
+  for (std::string row; std::getline(lines, row);) {
+    if (row.empty()) continue;
+    ++rows;
+    const auto s = std::count(row.begin(), row.end(), 'S');
+    CHECK((s == 0 || s == static_cast<long>(row.size())));
+    swa_layers += s > 0;
+  }
+  CHECK(rows == 5);
+  CHECK(swa_layers == 2);
+  const std::string bosch_grid = cells["BOSCH"].at("mask").get<std::string>();
+  CHECK(std::count(bosch_grid.begin(), bosch_grid.end(), 'S') == 8);
+
+  // paired.csv: B-layer minus BOSCH (the same ratio) and minus the best layer
+  // heuristic, for both metrics; the log-prob differences are those of the
+  // cells' means.
+  const auto mean_logprob = [&](const std::string& name) {
+    return cells[name].at("quality").at("all").at("mean_logprob").get<double>();
+  };
+  const std::string paired = slurp(dir / "cmp/paired.csv");
+  INFO(paired);
+  std::istringstream csv(paired);
+  std::string line;
+  std::getline(csv, line);
+  CHECK(line == "held_out,ratio,metric,method,other,samples,difference,low,high");
+  std::set<std::string> layer_rows;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> f;
+    std::istringstream fields(line);
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    REQUIRE(f.size() == 9);
+    if (f[3] != "B-layer") {
+      CHECK(f[3] == "BOSCH");
+      continue;
+    }
+    CHECK(f[1] == "0.4");
+    CHECK(f[5] == "2");
+    const bool heuristic = f[4] == "RAND" || f[4] == "BME" || f[4] == "INTR";
+    CHECK((f[4] == "BOSCH" || heuristic));
+    layer_rows.insert(f[2] + " " + (heuristic ? "heuristic" : f[4]));
+    if (f[2] == "logprob") {
+      CHECK(std::stod(f[6]) == doctest::Approx(mean_logprob("B-layer") - mean_logprob(f[4])).epsilon(1e-6));
+      CHECK(std::stod(f[7]) <= std::stod(f[6]));
+      CHECK(std::stod(f[6]) <= std::stod(f[8]));
+    }
+    if (heuristic && f[2] == "logprob")  // the best heuristic by log-prob
+      for (const char* h : {"RAND", "BME", "INTR"}) CHECK(mean_logprob(f[4]) >= mean_logprob(h));
+  }
+  CHECK(layer_rows == std::set<std::string>{"logprob BOSCH", "logprob heuristic", "exact BOSCH", "exact heuristic"});
+  const std::string table = slurp(dir / "cmp/table.md");
+  CHECK(table.find("### B-layer (whole layers, for engines that window only layers) against BOSCH (per KV head) "
+                   "and the best layer heuristic") != std::string::npos);
+  CHECK(table.find("| 0.4 | log-prob | BOSCH | ") != std::string::npos);
+
+  // Without the layer variant there is no such section.
+  const Run head_only = run(without(args, "--methods") + std::vector<std::string>{"--methods", "BOSCH,RAND"}, dir);
+  INFO(head_only.err);
+  REQUIRE(head_only.status == 0);
+  CHECK(slurp(dir / "cmp/table.md").find("### B-layer") == std::string::npos);
 }

@@ -335,6 +335,74 @@ TEST_CASE("comparison runner: ratio order, the previous cell, set-ups announced,
   CHECK_THROWS_AS(run_comparison(methods, std::span<const HeldOutSet>(), lay, o), bosch::invalid_argument);
 }
 
+TEST_CASE("layer comparisons: the layer method minus the head-level reference and the best layer heuristic") {
+  const HeadLayout lay{4, 4, 2};
+  Counters n;
+  auto methods = synthetic_methods(n, lay);
+  ComparisonMethod layer;  // whole layers from the top: layer 3 (the expensive one) first
+  layer.name = "B-layer";
+  layer.family = "BOSCH";
+  layer.select = [lay](double rho, const nlohmann::json&, const CellResult*) {
+    HeadMask m(lay);
+    const std::size_t t = target_count(lay, rho);
+    for (std::size_t i = 0; i < t; ++i) m.set_flat(7 - i, true);
+    return MethodCell{m};
+  };
+  methods.push_back(layer);
+  ComparisonMethod bme;
+  bme.name = "BME";
+  bme.family = "layer";
+  bme.select = [lay](double rho, const nlohmann::json&, const CellResult*) {
+    return MethodCell{baselines::layer_bme(lay, rho)};
+  };
+  methods.push_back(bme);
+  ComparisonOptions o;
+  o.output_dir = fresh_dir("compare-layer");
+  o.ratios = {0.25, 0.5};
+  o.run = {{"model", "synthetic"}};
+  const auto r = run_comparison(methods, [](const HeadMask& m) { return synthetic_quality(m); }, lay, o);
+  const auto layered = layer_comparisons(r, o);
+  REQUIRE(layered.size() == 2 * 2 * 2);  // (BOSCH, best heuristic) x metrics x ratios
+  for (const auto& p : layered) {
+    INFO(p.other << " at " << p.ratio);
+    CHECK(p.method == "B-layer");
+    CHECK(p.difference.samples == 4);
+    const auto& mine = r.find("B-layer", p.ratio)->quality.all;
+    const auto& other = r.find(p.other, p.ratio)->quality.all;
+    if (p.other != "BOSCH") {
+      CHECK(r.family(p.other) == "layer");
+      const double best = std::max(r.find("INTR", p.ratio)->quality.all.mean_logprob,
+                                   r.find("BME", p.ratio)->quality.all.mean_logprob);
+      if (p.metric == HeldOutMetric::logprob) CHECK(other.mean_logprob == best);
+    }
+    if (p.metric == HeldOutMetric::logprob) {
+      CHECK(p.difference.mean == doctest::Approx(mine.mean_logprob - other.mean_logprob));
+      CHECK(p.difference.mean < 0);  // windowing layer 3 first is the worst choice here
+    }
+  }
+  // The head-level reference is never paired with its own family's layer variant.
+  for (const auto& p : paired_comparisons(r, o)) CHECK(p.other != "B-layer");
+  write_comparison_outputs(r, o);
+  const auto table = io::read_file(o.output_dir / "table.md");
+  CHECK(table.find("### B-layer (whole layers, for engines that window only layers) against BOSCH") !=
+        std::string::npos);
+  const auto csv = io::read_file(o.output_dir / "paired.csv");
+  CHECK(csv.find(",0.5,logprob,B-layer,BOSCH,4,") != std::string::npos);
+  // No layer method, or the layer method as the reference: nothing.
+  auto none = o;
+  none.layer_method.clear();
+  CHECK(layer_comparisons(r, none).empty());
+  none = o;
+  none.reference_method = "B-layer";
+  CHECK(layer_comparisons(r, none).empty());
+  // Without the head-level reference in the run, only the heuristic rows.
+  auto other_ref = o;
+  other_ref.reference_method = "MISSING";
+  const auto only = layer_comparisons(r, other_ref);
+  CHECK(only.size() == 2 * 2);
+  for (const auto& p : only) CHECK(r.family(p.other) == "layer");
+}
+
 TEST_CASE("standard methods on the planted model: every method runs, BOSCH keeps the copy head full") {
   const auto model = test::planted_model(test::seed(50));
   const cpu::Backend backend(model);

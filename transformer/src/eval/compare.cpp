@@ -448,45 +448,99 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, std::
   return res;
 }
 
-std::vector<PairedComparison> paired_comparisons(const ComparisonResult& r, const ComparisonOptions& o) {
-  std::vector<PairedComparison> out;
-  std::string ref;
-  for (const auto& m : r.methods)
-    if (m.name == o.reference_method) ref = m.name;
-  if (ref.empty()) return out;
-  const std::string family = r.family(ref);
+namespace {
+
+/// The value of `metric` in a report.
+double metric_value(const HeldOutReport& q, HeldOutMetric metric) {
+  return metric == HeldOutMetric::logprob ? q.all.mean_logprob
+                                          : metric == HeldOutMetric::accuracy ? q.all.accuracy : q.all.exact;
+}
+
+/// The metrics the paired comparisons use: log-prob, and accuracy (exact
+/// match when no accuracy was computed).
+std::vector<HeldOutMetric> paired_metrics(const ComparisonResult& r) {
   bool have_accuracy = std::isfinite(r.all_full.all.accuracy);
   for (const auto& c : r.cells) have_accuracy = have_accuracy || std::isfinite(c.quality.all.accuracy);
+  return {HeldOutMetric::logprob, have_accuracy ? HeldOutMetric::accuracy : HeldOutMetric::exact};
+}
+
+/// For every held-out set, metric and ratio where `method` has a cell: the
+/// paired difference against the cell that `pick` chooses at that ratio
+/// (nullptr: no row).
+template <class Pick>
+void add_pairs(std::vector<PairedComparison>& out, const ComparisonResult& r, const ComparisonOptions& o,
+               const std::string& method, const Pick& pick) {
   const std::string primary = r.held_out_sets.empty() ? std::string() : r.held_out_sets.front().first;
   for (const auto& [key, label] : r.held_out_sets)
-    for (HeldOutMetric metric : {HeldOutMetric::logprob, have_accuracy ? HeldOutMetric::accuracy : HeldOutMetric::exact})
+    for (HeldOutMetric metric : paired_metrics(r))
       for (double x : r.ratios) {
-        const CellResult* a = r.find(ref, x);
+        const CellResult* a = r.find(method, x);
         const HeldOutReport* qa = a ? a->report(key, primary) : nullptr;
         if (!qa) continue;
-        auto value = [metric](const HeldOutReport& q) {
-          return metric == HeldOutMetric::logprob ? q.all.mean_logprob
-                                                  : metric == HeldOutMetric::accuracy ? q.all.accuracy : q.all.exact;
-        };
-        const CellResult* best = nullptr;
-        const HeldOutReport* qb = nullptr;
-        for (const auto& m : r.methods) {
-          if (m.family == family) continue;
-          const CellResult* c = r.find(m.name, x);
-          const HeldOutReport* q = c ? c->report(key, primary) : nullptr;
-          if (q && std::isfinite(value(*q)) && (!qb || value(*q) > value(*qb))) best = c, qb = q;
-        }
-        if (!best) continue;
+        const CellResult* b = pick(x, key, primary, metric);
+        if (!b) continue;
         PairedComparison p;
         p.held_out = key;
         p.ratio = x;
         p.metric = metric;
-        p.method = ref;
-        p.other = best->method;
-        p.difference = paired_difference(*qa, *qb, metric, "all", o.bootstrap,
-                                         "paired comparison of " + ref + " and " + best->method);
+        p.method = method;
+        p.other = b->method;
+        p.difference = paired_difference(*qa, *b->report(key, primary), metric, "all", o.bootstrap,
+                                         "paired comparison of " + method + " and " + b->method);
         out.push_back(std::move(p));
       }
+}
+
+/// The best cell (by the mean of `metric`) at ratio x among the methods `take` accepts.
+template <class Take>
+const CellResult* best_cell(const ComparisonResult& r, double x, const std::string& key, const std::string& primary,
+                            HeldOutMetric metric, const Take& take) {
+  const CellResult* best = nullptr;
+  const HeldOutReport* qb = nullptr;
+  for (const auto& m : r.methods) {
+    if (!take(m)) continue;
+    const CellResult* c = r.find(m.name, x);
+    const HeldOutReport* q = c ? c->report(key, primary) : nullptr;
+    if (q && std::isfinite(metric_value(*q, metric)) && (!qb || metric_value(*q, metric) > metric_value(*qb, metric)))
+      best = c, qb = q;
+  }
+  return best;
+}
+
+bool has_method(const ComparisonResult& r, const std::string& name) {
+  return std::any_of(r.methods.begin(), r.methods.end(), [&](const MethodSummary& m) { return m.name == name; });
+}
+
+}  // namespace
+
+std::vector<PairedComparison> paired_comparisons(const ComparisonResult& r, const ComparisonOptions& o) {
+  std::vector<PairedComparison> out;
+  if (!has_method(r, o.reference_method)) return out;
+  const std::string family = r.family(o.reference_method);
+  add_pairs(out, r, o, o.reference_method,
+            [&](double x, const std::string& key, const std::string& primary, HeldOutMetric metric) {
+              return best_cell(r, x, key, primary, metric,
+                               [&](const MethodSummary& m) { return m.family != family; });
+            });
+  return out;
+}
+
+std::vector<PairedComparison> layer_comparisons(const ComparisonResult& r, const ComparisonOptions& o) {
+  std::vector<PairedComparison> out;
+  if (o.layer_method.empty() || o.layer_method == o.reference_method || !has_method(r, o.layer_method)) return out;
+  // Against the head-level reference at the same ratio ...
+  if (has_method(r, o.reference_method))
+    add_pairs(out, r, o, o.layer_method,
+              [&](double x, const std::string& key, const std::string& primary, HeldOutMetric) -> const CellResult* {
+                const CellResult* c = r.find(o.reference_method, x);
+                return c && c->report(key, primary) ? c : nullptr;
+              });
+  // ... and against the best layer heuristic (family "layer").
+  add_pairs(out, r, o, o.layer_method,
+            [&](double x, const std::string& key, const std::string& primary, HeldOutMetric metric) {
+              return best_cell(r, x, key, primary, metric,
+                               [](const MethodSummary& m) { return m.family == "layer"; });
+            });
   return out;
 }
 

@@ -137,6 +137,7 @@ std::string comparison_markdown(const ComparisonResult& r, const ComparisonOptio
     md << "\n";
   };
   const auto paired = paired_comparisons(r, o);
+  const auto layered = layer_comparisons(r, o);
 
   bool first_set = true;
   for (const auto& [key, label] : r.held_out_sets) {
@@ -189,6 +190,26 @@ std::string comparison_markdown(const ComparisonResult& r, const ComparisonOptio
             "An interval above 0 says the difference holds beyond sampling noise.\n\n"
          << "| rho | metric | best other | difference | samples |\n|---:|---|---|---:|---:|\n";
       for (const auto& p : paired) {
+        if (p.held_out != key) continue;
+        const bool lp = p.metric == HeldOutMetric::logprob;
+        md << "| " << ratio_text(p.ratio) << " | " << (lp ? "log-prob" : acc_name + " (%)") << " | " << p.other
+           << " | "
+           << (lp ? with_ci("%+.4f", p.difference.mean, p.difference.ci)
+                  : with_ci("%+.1f", p.difference.mean, p.difference.ci, 100.0))
+           << " | " << p.difference.samples << " |\n";
+      }
+    }
+
+    bool any_layered = false;
+    for (const auto& p : layered) any_layered = any_layered || p.held_out == key;
+    if (any_layered) {
+      md << "\n### " << o.layer_method << " (whole layers, for engines that window only layers) against "
+         << o.reference_method << " (per KV head) and the best layer heuristic (paired bootstrap)\n\n"
+         << "The layer-granular mask minus the head-level mask at the same ratio (what deploying on a "
+            "layer-only engine costs), and minus the best of the layer heuristics (what the search gains over "
+            "them); intervals as above.\n\n"
+         << "| rho | metric | other | difference | samples |\n|---:|---|---|---:|---:|\n";
+      for (const auto& p : layered) {
         if (p.held_out != key) continue;
         const bool lp = p.metric == HeldOutMetric::logprob;
         md << "| " << ratio_text(p.ratio) << " | " << (lp ? "log-prob" : acc_name + " (%)") << " | " << p.other
@@ -326,7 +347,9 @@ void write_comparison_outputs(const ComparisonResult& r, const ComparisonOptions
   {
     std::ostringstream p;
     p << "held_out,ratio,metric,method,other,samples,difference,low,high\n";
-    for (const auto& c : paired_comparisons(r, o))
+    auto all = paired_comparisons(r, o);
+    for (auto& c : layer_comparisons(r, o)) all.push_back(std::move(c));
+    for (const auto& c : all)
       p << csv_field(c.held_out) << "," << csv_number(c.ratio) << "," << to_string(c.metric) << ","
         << csv_field(c.method) << "," << csv_field(c.other) << "," << c.difference.samples << ","
         << csv_number(c.difference.mean) << "," << csv_number(c.difference.ci.low) << ","

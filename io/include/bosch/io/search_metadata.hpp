@@ -25,27 +25,36 @@ namespace bosch {
 ///     layout (string "LxHqxHkv"), target_ratio, ratio, swa_heads, kv_heads,
 ///     score, normalized_score, anchor_full, anchor_swa, evaluations, seed,
 ///     variant, search_options (every Options field), search_seconds,
-///     stopped (a callback or the budget cut the search short), bosch_version
+///     stopped (a callback or the budget cut the search short), bosch_version,
+///     layer_drops (Stage 1's drop per layer, null for a layer not probed;
+///     only when Stage 1 ran: the evidence that orders a kvpress export's
+///     scores, bosch/io/mask_export.hpp)
 ///
 /// NaN scores (a search stopped before any evaluation) are written as null.
 inline nlohmann::json search_metadata(const Options& options, const Result& result) {
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  return nlohmann::json{{"layout", to_string(result.mask.layout())},
-                        {"target_ratio", options.target_ratio},
-                        {"ratio", result.mask.ratio()},
-                        {"swa_heads", result.mask.count()},
-                        {"kv_heads", result.mask.size()},
-                        {"score", num(result.score)},
-                        {"normalized_score", num(result.normalized_score)},
-                        {"anchor_full", num(result.anchors.full)},
-                        {"anchor_swa", num(result.anchors.swa)},
-                        {"evaluations", result.evaluations},
-                        {"seed", options.seed},
-                        {"variant", to_string(options.variant)},
-                        {"search_options", options_to_json(options)},
-                        {"search_seconds", result.seconds},
-                        {"stopped", result.stopped || result.budget_exhausted},
-                        {"bosch_version", version_string}};
+  nlohmann::json meta{{"layout", to_string(result.mask.layout())},
+                      {"target_ratio", options.target_ratio},
+                      {"ratio", result.mask.ratio()},
+                      {"swa_heads", result.mask.count()},
+                      {"kv_heads", result.mask.size()},
+                      {"score", num(result.score)},
+                      {"normalized_score", num(result.normalized_score)},
+                      {"anchor_full", num(result.anchors.full)},
+                      {"anchor_swa", num(result.anchors.swa)},
+                      {"evaluations", result.evaluations},
+                      {"seed", options.seed},
+                      {"variant", to_string(options.variant)},
+                      {"search_options", options_to_json(options)},
+                      {"search_seconds", result.seconds},
+                      {"stopped", result.stopped || result.budget_exhausted},
+                      {"bosch_version", version_string}};
+  if (!result.layer_drops.empty()) {
+    nlohmann::json drops = nlohmann::json::array();
+    for (double d : result.layer_drops) drops.push_back(num(d));
+    meta["layer_drops"] = std::move(drops);
+  }
+  return meta;
 }
 
 }  // namespace bosch

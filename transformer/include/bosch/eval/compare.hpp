@@ -36,11 +36,12 @@
 ///  - table.md: per held-out set, accuracy and log-probability per method and
 ///    ratio with their 95% intervals and the cost columns, the reference
 ///    method (BOSCH) minus the best method of another family with a paired
-///    bootstrap interval, per-task accuracy; BOSCH's head-set turnover across
-///    ratios, Jaccard distances to BOSCH;
+///    bootstrap interval, the layer-granular variant (B-layer) minus BOSCH and
+///    minus the best layer heuristic (layer_comparisons), per-task accuracy;
+///    BOSCH's head-set turnover across ratios, Jaccard distances to BOSCH;
 ///  - results.csv: one row per cell and held-out set (sample count, means,
 ///    interval bounds);
-///  - paired.csv: the paired comparisons of table.md;
+///  - paired.csv: the paired comparisons of table.md (both kinds);
 ///  - turnover.csv: turnover T(S(rho_i), S(rho_i+1)) of every method between
 ///    consecutive ratios (mask.hpp's geometrically normalized turnover);
 ///  - jaccard.csv: Jaccard distance between the SWA-head sets of every pair of
@@ -159,6 +160,11 @@ struct ComparisonOptions {
   /// The method turnover and Jaccard distances are reported against in
   /// table.md (default "BOSCH"; the first method when absent).
   std::string reference_method = "BOSCH";
+  /// The layer-granular method (BOSCH's layer variant: the mask for engines
+  /// that window whole layers, docs/deployment.md) that layer_comparisons sets
+  /// against the head-level reference method at the same ratio and against
+  /// the best layer heuristic; empty: none.
+  std::string layer_method = "B-layer";
   /// false: compute nothing; report what results.json holds for this grid
   /// (missing cells are left out, missing references are NaN). Regenerates the
   /// outputs, e.g. after filling parts of the grid in separate runs.
@@ -273,6 +279,15 @@ struct PairedComparison {
 /// mean of that metric). Ratios where the reference or every other family
 /// lacks a cell are left out.
 std::vector<PairedComparison> paired_comparisons(const ComparisonResult& result, const ComparisonOptions& options);
+
+/// The deployment comparison of the layer-granular method
+/// (options.layer_method, when the run has it): at every ratio, held-out set
+/// and metric as in paired_comparisons, the layer method minus the reference
+/// method (the head-level mask at the same ratio: what granularity costs), then
+/// the layer method minus the best method of family "layer" (RAND, BME, INTR:
+/// what the search gains over the layer heuristics). Empty when the run lacks
+/// the layer method or it is the reference.
+std::vector<PairedComparison> layer_comparisons(const ComparisonResult& result, const ComparisonOptions& options);
 
 /// Writes table.md, results.csv, turnover.csv, jaccard.csv, the head maps and
 /// the plots (see the file comment) for the grid of `result` into
