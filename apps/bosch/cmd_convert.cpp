@@ -185,7 +185,12 @@ int run_convert(int argc, char** argv) {
       throw usage_error("--layout LxHqxHkv (or --model) is needed: a " + std::string(form_name(src)) +
                         " file does not record the " +
                         (src == Form::hf || src == Form::layers ? "heads" : "query-head count"));
-    check_output_path(out, "OUT");
+    // A pattern is a directory (io::write_duo_pattern checks what it replaces);
+    // every other form is one file.
+    if (dst == Form::kvpress)
+      check_output_dir(out, "OUT");
+    else
+      check_output_path(out, "OUT");
 
     // ---- read
     io::MaskFile f;
