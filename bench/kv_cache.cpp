@@ -5,7 +5,7 @@
 // tokens/s and the process's resident memory, with every ratio to all-full
 // taken within the same run.
 //
-//   bench_kv_cache [--contexts=2048,4096,8192] [--decode=32] [--window=64]
+//   bench_kv_cache [--contexts=2048,4096,8160] [--decode=32] [--window=64]
 //                  [--sinks=4] [--rhos=0.5,0.75] [--mask=FILE] [--threads=T]
 //                  [--out=DIR] [google benchmark flags]
 //
@@ -253,7 +253,7 @@ void write_outputs(const std::filesystem::path& dir, const std::string& note, in
 
 int main(int argc, char** argv) {
   int threads = 0, window = 64, sinks = 4;
-  std::string contexts = "2048,4096,8192", rhos = "0.5,0.75", mask_file, out;
+  std::string contexts = "2048,4096,8160", rhos = "0.5,0.75", mask_file, out;
   std::vector<char*> rest{argv[0]};
   auto value = [](const char* arg, const char* name) -> const char* {
     const std::size_t n = std::strlen(name);
