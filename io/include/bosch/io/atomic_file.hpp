@@ -128,11 +128,11 @@ inline WriteMode check_output_file(const std::filesystem::path& path, const std:
     // Whether a file can be created there is known only by trying (root
     // passes permission checks, /proc refuses new files, a file system may be
     // read-only): create and remove an empty probe file.
-    std::string probe(1, '.');
-    probe += target.filename().string();
-    probe += ".probe.";
-    probe += std::to_string(static_cast<long>(::getpid()));
-    const std::filesystem::path pp = dir / probe;
+    std::string probe_name(1, '.');
+    probe_name += target.filename().string();
+    probe_name += ".probe.";
+    probe_name += std::to_string(static_cast<long>(::getpid()));
+    const std::filesystem::path pp = dir / probe_name;
     const int fd = ::open(pp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
       const int err = errno;
