@@ -127,6 +127,14 @@ def test_bad_settings_name_the_setting(stories_model, emma_text, tmp_path):
         bosch.TransformerEvaluator(stories_model, tasks="nope")
     with pytest.raises(bosch.InvalidArgument, match="device"):
         bosch.TransformerEvaluator(stories_model, text_files=[emma_text], device="tpu")
+    # Text files: missing (whatever the tasks), a directory, not UTF-8 text.
+    with pytest.raises(bosch.FileError, match="nope.txt: no such file"):
+        bosch.TransformerEvaluator(stories_model, tasks="passkey", text_files=[tmp_path / "nope.txt"])
+    with pytest.raises(bosch.FileError, match="is a directory"):
+        bosch.TransformerEvaluator(stories_model, text_files=[tmp_path])
+    (tmp_path / "bin.txt").write_bytes(b"Text first.\n\xff rest")
+    with pytest.raises(bosch.FormatError, match="not UTF-8 text.*byte offset 12"):
+        bosch.TransformerEvaluator(stories_model, text_files=[tmp_path / "bin.txt"], **TASKS)
     (tmp_path / "x.gguf").write_bytes(b"GGUF")
     with pytest.raises(bosch.Error, match="x.gguf"):
         bosch.TransformerEvaluator(tmp_path / "x.gguf", text_files=[emma_text])
