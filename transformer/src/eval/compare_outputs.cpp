@@ -8,6 +8,7 @@
 #include <bosch/io/atomic_file.hpp>
 #include <bosch/io/svg.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -138,6 +139,24 @@ std::string comparison_markdown(const ComparisonResult& r, const ComparisonOptio
   };
   const auto paired = paired_comparisons(r, o);
   const auto layered = layer_comparisons(r, o);
+  // One table of paired differences (PairedComparison rows of held-out set
+  // `key`); nothing when it has no row.
+  auto paired_section = [&](const std::vector<PairedComparison>& rows, const std::string& key,
+                            const std::string& title, const char* intro, const char* other_column) {
+    if (std::none_of(rows.begin(), rows.end(), [&](const PairedComparison& p) { return p.held_out == key; })) return;
+    md << "\n### " << title << "\n\n"
+       << intro << "\n\n"
+       << "| rho | metric | " << other_column << " | difference | samples |\n|---:|---|---|---:|---:|\n";
+    for (const auto& p : rows) {
+      if (p.held_out != key) continue;
+      const bool lp = p.metric == HeldOutMetric::logprob;
+      md << "| " << ratio_text(p.ratio) << " | " << (lp ? "log-prob" : acc_name + " (%)") << " | " << p.other
+         << " | "
+         << (lp ? with_ci("%+.4f", p.difference.mean, p.difference.ci)
+                : with_ci("%+.1f", p.difference.mean, p.difference.ci, 100.0))
+         << " | " << p.difference.samples << " |\n";
+    }
+  };
 
   bool first_set = true;
   for (const auto& [key, label] : r.held_out_sets) {
@@ -181,44 +200,19 @@ std::string comparison_markdown(const ComparisonResult& r, const ComparisonOptio
       md << "\n";
     }
 
-    bool any_paired = false;
-    for (const auto& p : paired) any_paired = any_paired || p.held_out == key;
-    if (any_paired) {
-      md << "\n### " << reference_of(r, o) << " minus the best method of another family (paired bootstrap)\n\n"
-         << "Per ratio, the best other method by the mean of each metric; the difference of means with the "
-            "interval of the per-sample differences (both masks scored on the same samples, resampled together). "
-            "An interval above 0 says the difference holds beyond sampling noise.\n\n"
-         << "| rho | metric | best other | difference | samples |\n|---:|---|---|---:|---:|\n";
-      for (const auto& p : paired) {
-        if (p.held_out != key) continue;
-        const bool lp = p.metric == HeldOutMetric::logprob;
-        md << "| " << ratio_text(p.ratio) << " | " << (lp ? "log-prob" : acc_name + " (%)") << " | " << p.other
-           << " | "
-           << (lp ? with_ci("%+.4f", p.difference.mean, p.difference.ci)
-                  : with_ci("%+.1f", p.difference.mean, p.difference.ci, 100.0))
-           << " | " << p.difference.samples << " |\n";
-      }
-    }
-
-    bool any_layered = false;
-    for (const auto& p : layered) any_layered = any_layered || p.held_out == key;
-    if (any_layered) {
-      md << "\n### " << o.layer_method << " (whole layers, for engines that window only layers) against "
-         << o.reference_method << " (per KV head) and the best layer heuristic (paired bootstrap)\n\n"
-         << "The layer-granular mask minus the head-level mask at the same ratio (what deploying on a "
-            "layer-only engine costs), and minus the best of the layer heuristics (what the search gains over "
-            "them); intervals as above.\n\n"
-         << "| rho | metric | other | difference | samples |\n|---:|---|---|---:|---:|\n";
-      for (const auto& p : layered) {
-        if (p.held_out != key) continue;
-        const bool lp = p.metric == HeldOutMetric::logprob;
-        md << "| " << ratio_text(p.ratio) << " | " << (lp ? "log-prob" : acc_name + " (%)") << " | " << p.other
-           << " | "
-           << (lp ? with_ci("%+.4f", p.difference.mean, p.difference.ci)
-                  : with_ci("%+.1f", p.difference.mean, p.difference.ci, 100.0))
-           << " | " << p.difference.samples << " |\n";
-      }
-    }
+    paired_section(paired, key,
+                   reference_of(r, o) + " minus the best method of another family (paired bootstrap)",
+                   "Per ratio, the best other method by the mean of each metric; the difference of means with the "
+                   "interval of the per-sample differences (both masks scored on the same samples, resampled "
+                   "together). An interval above 0 says the difference holds beyond sampling noise.",
+                   "best other");
+    paired_section(layered, key,
+                   o.layer_method + " (whole layers, for engines that window only layers) against " +
+                       o.reference_method + " (per KV head) and the best layer heuristic (paired bootstrap)",
+                   "The layer-granular mask minus the head-level mask at the same ratio (what deploying on a "
+                   "layer-only engine costs), and minus the best of the layer heuristics (what the search gains "
+                   "over them); intervals as above.",
+                   "other");
 
     const auto tasks = task_names(r);
     if (tasks.size() > 1) {
