@@ -5,6 +5,9 @@
 
 #include <bosch/options.hpp>
 
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/uniform_int_distribution.hpp>
+
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -58,6 +61,16 @@ inline std::filesystem::path default_model() {
   if (std::filesystem::exists(p)) return p;
   FAIL("default model missing (run scripts/fetch-model): " << p.string());
   return {};
+}
+
+/// A mask of `layout` with each bit a fair coin of the seeded Boost
+/// mt19937_64 (the same masks on every platform).
+inline HeadMask random_mask(const HeadLayout& layout, std::uint64_t seed) {
+  boost::random::mt19937_64 g(seed);
+  boost::random::uniform_int_distribution<int> bit(0, 1);
+  HeadMask m(layout);
+  for (std::size_t i = 0; i < m.size(); ++i) m.set_flat(i, bit(g) == 1);
+  return m;
 }
 
 /// Path `name` in a per-process scratch directory for `area` (created).

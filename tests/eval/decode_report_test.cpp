@@ -49,13 +49,7 @@ bosch::tasks::TaskSet copy_tasks(const bosch::model::Model& model, int context, 
   return bosch::tasks::generate(spec, model.tokenizer);
 }
 
-bosch::HeadMask random_mask(const bosch::HeadLayout& layout, std::uint64_t seed) {
-  boost::random::mt19937_64 rng(seed);
-  bosch::HeadMask m(layout);
-  boost::random::uniform_int_distribution<int> bit(0, 1);
-  for (std::size_t i = 0; i < m.size(); ++i) m.set_flat(i, bit(rng) != 0);
-  return m;
-}
+using bosch::test::random_mask;
 
 void check_same(const bosch::TaskScore& a, const bosch::TaskScore& b) {
   CHECK(a.task == b.task);

@@ -28,13 +28,7 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-HeadMask random_mask(const HeadLayout& lay, std::uint64_t seed) {
-  boost::random::mt19937_64 g(seed);
-  boost::random::uniform_int_distribution<int> bit(0, 1);
-  HeadMask m(lay);
-  for (std::size_t i = 0; i < m.size(); ++i) m.set_flat(i, bit(g) == 1);
-  return m;
-}
+using bosch::test::random_mask;
 
 using bosch::test::write_text;
 
