@@ -346,14 +346,18 @@ TEST_CASE("layer comparisons: the layer method minus the head-level reference an
     HeadMask m(lay);
     const std::size_t t = target_count(lay, rho);
     for (std::size_t i = 0; i < t; ++i) m.set_flat(7 - i, true);
-    return MethodCell{m};
+    MethodCell c;
+    c.mask = m;
+    return c;
   };
   methods.push_back(layer);
   ComparisonMethod bme;
   bme.name = "BME";
   bme.family = "layer";
   bme.select = [lay](double rho, const nlohmann::json&, const CellResult*) {
-    return MethodCell{baselines::layer_bme(lay, rho)};
+    MethodCell c;
+    c.mask = baselines::layer_bme(lay, rho);
+    return c;
   };
   methods.push_back(bme);
   ComparisonOptions o;
