@@ -188,16 +188,11 @@ int run_select(int argc, char** argv) {
         f.lock = std::make_unique<io::FileLock>(f.checkpoint + ".lock", "checkpoint '" + f.checkpoint + "'");
       if (!resume) {
         // A checkpoint left by an earlier run is never overwritten silently.
-        for (auto& f : runs) {
-          if (!std::filesystem::exists(f.checkpoint)) continue;
-          if (!fresh)
-            throw usage_error("'" + f.checkpoint + "': a checkpoint of an earlier run is there; pass --resume " +
-                              "to continue it (a finished run replays to its mask at no evaluation) or --fresh " +
-                              "to discard it and start over");
-          std::error_code ec;
-          std::filesystem::remove(f.checkpoint, ec);
-          std::filesystem::remove(f.identity, ec);
-        }
+        for (auto& f : runs)
+          refuse_or_discard_checkpoint(f.checkpoint, fresh,
+                                        "pass --resume to continue it (a finished run replays to its mask at no "
+                                        "evaluation) or --fresh to discard it and start over",
+                                        {}, {f.identity});
       }
       if (resume) {
         bool any = false;

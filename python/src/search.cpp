@@ -4,8 +4,6 @@
 #include "search.hpp"
 
 #include <bosch/io/atomic_file.hpp>
-#include <filesystem>
-#include <system_error>
 
 #include "options.hpp"
 #include "transformer.hpp"
@@ -356,14 +354,10 @@ SearchSetup parse_setup(nb::handle ratio, nb::dict& kw) {
     // The same rules as `bosch select`: the path must be writable, and an
     // earlier run's checkpoint is never overwritten silently.
     io::check_output_file(*setup.checkpoint, "checkpoint");
-    std::error_code ec;
-    if (!setup.resume && std::filesystem::exists(*setup.checkpoint, ec)) {
-      if (!fresh)
-        throw invalid_argument("'" + *setup.checkpoint + "': a checkpoint of an earlier run is there; pass " +
-                                   "resume=True to continue it or fresh=True to discard it and start over",
-                               "checkpoint");
-      std::filesystem::remove(*setup.checkpoint, ec);
-    }
+    if (!setup.resume)
+      refuse_or_discard_checkpoint(*setup.checkpoint, fresh,
+                                   "pass resume=True to continue it or fresh=True to discard it and start over",
+                                   "checkpoint");
   }
   if (!ratio.is_none()) {
     if (kw.contains("target_ratio"))

@@ -51,6 +51,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -143,6 +144,22 @@ inline nlohmann::json checkpoint_json(const HeadLayout& layout, const Options& o
                      {"log_checksum", detail::hex64(detail::log_checksum(log))}};
   doc["checksum"] = detail::document_checksum(doc);
   return doc;
+}
+
+/// Before a search that starts over with its checkpoint at `path`: a
+/// checkpoint an earlier run left there is never overwritten silently. Without
+/// `fresh` it is a bosch::invalid_argument (where = `where`) "'PATH': a
+/// checkpoint of an earlier run is there; " + `how` (how to resume or discard
+/// it, in the caller's words); with `fresh` it is removed, with `companions`
+/// (files that belong to it, such as a run identity).
+inline void refuse_or_discard_checkpoint(const std::filesystem::path& path, bool fresh, const std::string& how,
+                                         const std::string& where = {},
+                                         const std::vector<std::filesystem::path>& companions = {}) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return;
+  if (!fresh) throw invalid_argument("'" + path.string() + "': a checkpoint of an earlier run is there; " + how, where);
+  std::filesystem::remove(path, ec);
+  for (const auto& c : companions) std::filesystem::remove(c, ec);
 }
 
 /// Writes a checkpoint atomically. Throws bosch::file_error on failure.
