@@ -171,15 +171,19 @@ class search_run {
     if (stop) obj_.request_stop();
   }
 
+  /// Stage 3's planned evaluations with uniform counts and one bucket of
+  /// every layer (the estimate used before Stage 2 has run).
+  std::size_t planned_uniform_groups() const {
+    const std::size_t L = static_cast<std::size_t>(layout_.num_layers);
+    const std::vector<int> counts = search::uniform_counts(layout_, target_, std::vector<double>(L, 0.0));
+    std::vector<int> all(L);
+    std::iota(all.begin(), all.end(), 0);
+    return search::planned_group_evaluations(layout_, counts, {all}, options_);
+  }
+
   std::size_t layer_budget() const {
     if (options_.layer_budget > 0) return options_.layer_budget;
-    const std::vector<int> counts = search::uniform_counts(
-        layout_, target_, std::vector<double>(static_cast<std::size_t>(layout_.num_layers), 0.0));
-    std::vector<int> all(static_cast<std::size_t>(layout_.num_layers));
-    for (int l = 0; l < layout_.num_layers; ++l) all[static_cast<std::size_t>(l)] = l;
-    return std::max<std::size_t>(
-        1, search::planned_probe_evaluations(layout_, options_) +
-               search::planned_group_evaluations(layout_, counts, {all}, options_));
+    return std::max<std::size_t>(1, search::planned_probe_evaluations(layout_, options_) + planned_uniform_groups());
   }
 
   /// The search's estimate of its total evaluations (for progress and ETA).
@@ -191,14 +195,7 @@ class search_run {
       if (target_ % static_cast<std::size_t>(layout_.num_kv_heads) != 0) n += o.probe_budget;
     } else {
       n += search::planned_probe_evaluations(layout_, o);
-      if (o.variant != Variant::single) {
-        const std::vector<int> counts = search::uniform_counts(
-            layout_, target_,
-            std::vector<double>(static_cast<std::size_t>(layout_.num_layers), 0.0));
-        std::vector<int> all(static_cast<std::size_t>(layout_.num_layers));
-        for (int l = 0; l < layout_.num_layers; ++l) all[static_cast<std::size_t>(l)] = l;
-        n += search::planned_group_evaluations(layout_, counts, {all}, o);
-      }
+      if (o.variant != Variant::single) n += planned_uniform_groups();
       if (o.variant == Variant::full) n += o.refine_budget;
     }
     if (o.max_evaluations > 0) n = std::min(n, o.max_evaluations);
@@ -304,26 +301,32 @@ class search_run {
     return true;
   }
 
+  /// Solves the one-group sub-problem search::single_group(start, units,
+  /// count, budget, stream `id` of the seed, random_start, reference) with
+  /// Options::inner_solver; its best mask, or nullopt when nothing was
+  /// evaluated (budget spent or a stop requested).
+  std::optional<HeadMask> solve_one_group(HeadMask start, std::vector<std::vector<std::size_t>> units, int count,
+                                          std::size_t budget, search::stream_id id, bool random_start,
+                                          const HeadMask* reference) {
+    const search::SubProblem p =
+        search::single_group(std::move(start), std::move(units), count, budget,
+                             search::derive_seed(options_.seed, {id}), random_start, reference);
+    search::SubResult r = search::solve(obj_, p, options_);
+    if (!r.evaluated) return std::nullopt;
+    return std::move(r.best);
+  }
+
   /// The global refinement (Options::refine_budget): every head a unit, one
   /// group with the target count, from the best exact-count mask so far.
   bool refine(HeadMask& candidate) {
-    const Options& o = options_;
-    search::SubProblem p;
     const std::optional<double> cs = obj_.cached(candidate);
-    p.start = (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate;
-    p.reference = nullptr;
-    p.budget = o.refine_budget;
-    p.stream = search::derive_seed(o.seed, {search::stream_refine});
-    search::Group g;
-    g.count = static_cast<int>(target_);
-    for (std::size_t i = 0; i < layout_.size(); ++i) {
-      g.units.push_back(static_cast<int>(i));
-      p.units.push_back({i});
-    }
-    p.groups.push_back(std::move(g));
-    search::SubResult r = search::solve(obj_, p, o);
-    if (!r.evaluated) return false;
-    candidate = r.best;
+    std::vector<std::vector<std::size_t>> heads(layout_.size());
+    for (std::size_t i = 0; i < heads.size(); ++i) heads[i] = {i};
+    const auto r = solve_one_group(
+        (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate,
+        std::move(heads), static_cast<int>(target_), options_.refine_budget, search::stream_refine, false, nullptr);
+    if (!r) return false;
+    candidate = *r;
     return !obj_.stopped();
   }
 
@@ -362,56 +365,27 @@ class search_run {
     const int whole = static_cast<int>(target_ / static_cast<std::size_t>(H));
     const int rest = static_cast<int>(target_ % static_cast<std::size_t>(H));
     if (!begin(Stage::layers)) return false;
-    search::SubProblem p;
-    p.start = HeadMask(layout_);
-    p.reference = nullptr;
-    p.budget = layer_budget();
-    p.stream = search::derive_seed(o.seed, {search::stream_layers});
-    search::Group g;
-    g.count = whole;
-    for (int l = 0; l < L; ++l) {
-      std::vector<std::size_t> bits;
-      for (int k = 0; k < H; ++k) bits.push_back(p.start.index(l, k));
-      p.units.push_back(std::move(bits));
-      g.units.push_back(l);
-    }
-    p.groups.push_back(std::move(g));
-    search::engine rng(p.stream);
-    p.start = search::apply_state(p, search::random_state(p, rng));
-    p.reference = nullptr;
-    HeadMask full(layout_);
-    p.reference = &full;
-    search::SubResult r = search::solve(obj_, p, o);
+    const HeadMask full(layout_);
+    std::vector<std::vector<std::size_t>> layers(static_cast<std::size_t>(L));
+    for (int l = 0; l < L; ++l)
+      for (int k = 0; k < H; ++k) layers[static_cast<std::size_t>(l)].push_back(full.index(l, k));
+    const auto best = solve_one_group(full, std::move(layers), whole, layer_budget(), search::stream_layers, true, &full);
     end(Stage::layers);
-    if (!r.evaluated) return false;
-    counts_.assign(static_cast<std::size_t>(L), 0);
-    for (int l = 0; l < L; ++l) counts_[static_cast<std::size_t>(l)] = r.best.count_in_layer(l);
-    HeadMask incumbent = r.best;
+    if (!best) return false;
+    HeadMask incumbent = *best;
+    counts_ = layer_counts(incumbent);
     if (rest > 0) {
       if (!begin(Stage::repair)) return false;
-      search::SubProblem q;
-      q.budget = o.probe_budget;
-      q.stream = search::derive_seed(o.seed, {search::stream_remainder});
-      search::Group rg;
-      rg.count = rest;
-      for (int l = 0; l < L; ++l) {
-        if (incumbent.count_in_layer(l) != 0) continue;
-        for (int k = 0; k < H; ++k) {
-          rg.units.push_back(static_cast<int>(q.units.size()));
-          q.units.push_back({incumbent.index(l, k)});
-        }
-      }
-      q.groups.push_back(std::move(rg));
-      q.start = incumbent;
-      search::engine rr(q.stream);
-      q.start = search::apply_state(q, search::random_state(q, rr));
-      q.reference = &r.best;
-      search::SubResult r2 = search::solve(obj_, q, o);
-      end(Stage::repair);
-      if (!r2.evaluated) return false;
-      incumbent = r2.best;
+      std::vector<std::vector<std::size_t>> heads;
       for (int l = 0; l < L; ++l)
-        counts_[static_cast<std::size_t>(l)] = incumbent.count_in_layer(l);
+        if (incumbent.count_in_layer(l) == 0)
+          for (int k = 0; k < H; ++k) heads.push_back({incumbent.index(l, k)});
+      const auto r = solve_one_group(incumbent, std::move(heads), rest, o.probe_budget, search::stream_remainder,
+                                     true, &*best);
+      end(Stage::repair);
+      if (!r) return false;
+      incumbent = *r;
+      counts_ = layer_counts(incumbent);
     }
     candidate = incumbent;
     return true;

@@ -152,4 +152,30 @@ inline std::vector<std::uint8_t> random_state(const SubProblem& p, engine& g) {
   return s;
 }
 
+/// A sub-problem of one group: `units` (each a list of flat mask bits
+/// switched together), exactly `count` of which must be SWA, with at most
+/// `budget` new evaluations and the random stream `stream`. It starts from
+/// `start`, or, with `random_start`, from `start` with the units set to a
+/// uniformly random feasible state drawn from `stream` (random_state).
+/// `reference` as SubProblem::reference.
+inline SubProblem single_group(HeadMask start, std::vector<std::vector<std::size_t>> units, int count,
+                               std::size_t budget, std::uint64_t stream, bool random_start,
+                               const HeadMask* reference) {
+  SubProblem p;
+  p.start = std::move(start);
+  p.budget = budget;
+  p.stream = stream;
+  Group g;
+  g.count = count;
+  for (std::size_t u = 0; u < units.size(); ++u) g.units.push_back(static_cast<int>(u));
+  p.units = std::move(units);
+  p.groups.push_back(std::move(g));
+  if (random_start) {
+    engine rng(p.stream);
+    p.start = apply_state(p, random_state(p, rng));
+  }
+  p.reference = reference;
+  return p;
+}
+
 }  // namespace bosch::search
