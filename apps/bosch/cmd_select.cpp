@@ -344,6 +344,7 @@ int run_select(int argc, char** argv) {
                   << result.evaluations << " evaluations"
                   << (result.replayed ? " (" + std::to_string(result.replayed) + " replayed)" : std::string())
                   << "\n";
+        oo.info() << "search cost: " << result.forwards << " full-model sample forwards, " << result.seconds << " s\n";
         if (!rows.empty()) {
           std::ostream& rep = f.out == "-" ? std::cerr : std::cout;  // stdout may hold the mask
           rep << "held-out (" << tasks.held_out.samples.size() << " samples"

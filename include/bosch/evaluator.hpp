@@ -17,6 +17,9 @@
 /// - HintedBatchEvaluator: `e.evaluate_batch(masks, hint)`: one hint shared by the
 ///                         whole batch (same reference; the minimum first changed
 ///                         layer over the batch).
+/// - CostedEvaluator:      `e.cost()` -> double: the work done so far in full-model
+///                         sample forwards, a unit that does not depend on the
+///                         machine (Result::forwards, EvaluationRecord::forwards).
 ///
 /// The search produces identical results whichever capabilities the evaluator
 /// has, provided its scores do not depend on how they were requested.
@@ -78,6 +81,19 @@ template <class E>
 concept HintedBatchEvaluator = BatchEvaluator<E> &&
     requires(E& e, std::span<const HeadMask> ms, const EvaluationHint& h) {
   { e.evaluate_batch(ms, h) } -> std::convertible_to<std::vector<double>>;
+};
+
+/// An Evaluator that counts its work in full-model sample forwards: `cost()`
+/// is the total so far, non-decreasing; one calibration sample run through
+/// every layer of the model counts 1, a forward restarted at layer l of L from
+/// a cached residual stream counts (L - l) / L. The search reads it before and
+/// after each evaluator call and records the difference
+/// (EvaluationRecord::forwards, Result::forwards); the score must not depend
+/// on it. TransformerEvaluator and mpi::ParallelEvaluator (summed over the
+/// processes) have it.
+template <class E>
+concept CostedEvaluator = Evaluator<E> && requires(const E& e) {
+  { e.cost() } -> std::convertible_to<double>;
 };
 
 /// The lowest layer in which `a` and `b` differ, or num_layers when they are

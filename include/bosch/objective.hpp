@@ -88,14 +88,22 @@ class Objective {
   void set_batch_size(std::size_t n) noexcept { batch_size_ = std::max<std::size_t>(1, n); }
 
   /// Registers a previously logged evaluation (resume). When the search later
-  /// asks for `mask`, its score comes from here instead of the evaluator and
-  /// a record is logged as usual. Throws bosch::invalid_argument on a layout
-  /// mismatch or a non-finite score.
-  void add_replay(const HeadMask& mask, double score, double seconds) {
-    if (!(mask.layout() == layout_))
+  /// asks for `r.mask`, its score comes from here instead of the evaluator and
+  /// a record is logged as usual, with `r`'s seconds and forwards. Throws
+  /// bosch::invalid_argument on a layout mismatch or a non-finite score.
+  void add_replay(const EvaluationRecord& r) {
+    if (!(r.mask.layout() == layout_))
       throw invalid_argument("replayed mask layout differs from the evaluator's", "resume");
-    if (!std::isfinite(score)) throw invalid_argument("replayed score is not finite", "resume");
-    replay_.emplace(mask, std::pair{score, seconds});
+    if (!std::isfinite(r.score)) throw invalid_argument("replayed score is not finite", "resume");
+    replay_.emplace(r.mask, r);
+  }
+  /// As add_replay(record) for a record of `mask`, `score` and `seconds` (no cost).
+  void add_replay(const HeadMask& mask, double score, double seconds) {
+    EvaluationRecord r;
+    r.mask = mask;
+    r.score = score;
+    r.seconds = seconds;
+    add_replay(r);
   }
 
   /// The memoized score of `mask` if it has been evaluated in this search.
@@ -141,10 +149,11 @@ class Objective {
     }
     if (auto r = replay_.find(mask); r != replay_.end()) {
       ++replayed_;  // before record(): observers see the replay counted (as evaluate_many does)
-      record(mask, r->second.first, r->second.second, false);
-      return r->second.first;
+      replay(r->second);
+      return r->second.score;
     }
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cost();
     double s;
     const EvaluationHint hint = make_hint(std::span<const HeadMask>(&mask, 1), reference);
     if constexpr (HintedEvaluator<E>) {
@@ -156,7 +165,9 @@ class Objective {
     const double secs = seconds_since(t0);
     check_score(s);
     ++evaluator_calls_;
-    record(mask, s, secs, true);
+    const double spent = cost() - c0;
+    forwards_ += spent;
+    record(mask, s, secs, spent, true);
     return s;
   }
 
@@ -206,9 +217,10 @@ class Objective {
             send_idx.push_back(fresh[j]);
           }
         std::vector<double> scores;
-        double per = 0.0;
+        double per = 0.0, per_cost = 0.0;
         if (!send.empty()) {
           const auto t0 = std::chrono::steady_clock::now();
+          const double c0 = cost();
           const std::span<const HeadMask> view(send);
           const EvaluationHint hint = make_hint(view, reference);
           if constexpr (HintedBatchEvaluator<E>) {
@@ -224,6 +236,9 @@ class Objective {
                         "evaluator");
           for (double s : scores) check_score(s);
           per = seconds_since(t0) / static_cast<double>(send.size());
+          const double spent = cost() - c0;
+          forwards_ += spent;
+          per_cost = spent / static_cast<double>(send.size());
           evaluator_calls_ += send.size();
         }
         std::size_t k = 0;
@@ -232,12 +247,12 @@ class Objective {
           double s;
           if (k < send_idx.size() && send_idx[k] == fresh[j]) {
             s = scores[k++];
-            record(m, s, per, true);
+            record(m, s, per, per_cost, true);
           } else {
             const auto& r = replay_.at(m);
-            s = r.first;
+            s = r.score;
             ++replayed_;
-            record(m, s, r.second, false);
+            replay(r);
           }
           out[fresh[j]] = s;
         }
@@ -282,6 +297,11 @@ class Objective {
     return best_index_ ? log_[*best_index_].score : std::numeric_limits<double>::quiet_NaN();
   }
 
+  /// The search's cost so far in full-model sample forwards: the evaluator's
+  /// work in this process (CostedEvaluator) plus the recorded cost of the
+  /// replayed evaluations; NaN when the evaluator does not count its cost.
+  double forwards() const noexcept { return forwards_; }
+
   /// Distinct masks scored so far (the log size, replays included).
   std::size_t evaluations() const noexcept { return log_.size(); }
   std::size_t evaluator_calls() const noexcept { return evaluator_calls_; }
@@ -321,8 +341,20 @@ class Objective {
       h.first_changed_layer = std::min(h.first_changed_layer, first_changed_layer(m, *reference));
     return h;
   }
-  void record(const HeadMask& m, double s, double secs, bool by_evaluator) {
-    EvaluationRecord r{log_.size(), m, s, stage_, secs};
+  /// The evaluator's cost counter (CostedEvaluator), NaN without one.
+  double cost() const {
+    if constexpr (CostedEvaluator<E>)
+      return static_cast<double>(evaluator_.cost());
+    else
+      return std::numeric_limits<double>::quiet_NaN();
+  }
+  /// Logs a replayed record (its score, seconds and cost).
+  void replay(const EvaluationRecord& r) {
+    forwards_ += r.forwards;
+    record(r.mask, r.score, r.seconds, r.forwards, false);
+  }
+  void record(const HeadMask& m, double s, double secs, double fw, bool by_evaluator) {
+    EvaluationRecord r{log_.size(), m, s, stage_, secs, fw};
     cache_.emplace(m, entry{s, by_evaluator});
     ++per_stage_[static_cast<std::size_t>(stage_)];
     log_.push_back(std::move(r));
@@ -342,12 +374,13 @@ class Objective {
   Stage stage_ = Stage::anchors;
   observer_type observer_;
   std::unordered_map<HeadMask, entry> cache_;
-  std::unordered_map<HeadMask, std::pair<double, double>> replay_;
+  std::unordered_map<HeadMask, EvaluationRecord> replay_;
   std::vector<EvaluationRecord> log_;
   std::optional<std::size_t> best_index_;
   std::array<std::size_t, stage_count> per_stage_{};
   Anchors anchors_;
   std::size_t evaluator_calls_ = 0, replayed_ = 0, cache_hits_ = 0;
+  double forwards_ = CostedEvaluator<E> ? 0.0 : std::numeric_limits<double>::quiet_NaN();
   bool stopped_ = false, budget_exhausted_ = false;
 };
 

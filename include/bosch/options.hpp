@@ -488,6 +488,11 @@ struct EvaluationRecord {
   Stage stage = Stage::anchors;  ///< the stage that requested it
   double seconds = 0.0;          ///< wall-clock seconds of the evaluator call (a batch's
                                  ///< time is split evenly over its masks)
+  /// The evaluator's work for this record in full-model sample forwards
+  /// (CostedEvaluator; a batch's cost is split evenly over its masks); NaN
+  /// when the evaluator does not count its cost. A replayed record keeps the
+  /// cost it had when it was first evaluated.
+  double forwards = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// The two reference scores that normalize S.
@@ -514,6 +519,11 @@ struct Result {
   std::size_t replayed = 0;
   /// Requests answered by the memo (a mask asked for again).
   std::size_t cache_hits = 0;
+  /// The search's cost in full-model sample forwards (see CostedEvaluator),
+  /// the replayed evaluations' recorded cost included: the cost of the whole
+  /// search, however many times it was resumed. NaN when the evaluator does
+  /// not count its cost (or a replayed record did not record it).
+  double forwards = std::numeric_limits<double>::quiet_NaN();
   /// Evaluations per stage, indexed by static_cast<std::size_t>(Stage).
   std::array<std::size_t, stage_count> stage_evaluations{};
   Anchors anchors;

@@ -546,6 +546,8 @@ void bind_search(nb::module_& m) {
                    "evaluations taken from the checkpoint")
       .def_prop_ro("cache_hits", [](const PyResult& r) { return r.result.cache_hits; },
                    "requests answered by the memo")
+      .def_prop_ro("forwards", [](const PyResult& r) { return r.result.forwards; },
+                   "the search's cost in full-model sample forwards (NaN when the evaluator does not count it)")
       .def_prop_ro("stage_evaluations", [](const PyResult& r) { return stage_counts(r.result.stage_evaluations); },
                    nb::sig("def stage_evaluations(self, /) -> dict[str, int]"), "evaluations per stage")
       .def_prop_ro("anchors", [](const PyResult& r) { return r.result.anchors; })

@@ -36,10 +36,13 @@ std::vector<nlohmann::json> without_seconds(std::vector<nlohmann::json> log) {
   return log;
 }
 
-/// The mask file's metadata without the wall time.
-nlohmann::json metadata(const fs::path& p) {
+/// The mask file's metadata without the wall time and, unless `with_cost`,
+/// without the cost (the work done, which depends on how the residual caches
+/// were split: Mode::masks, or a resume that starts them cold).
+nlohmann::json metadata(const fs::path& p, bool with_cost = false) {
   auto meta = bosch::io::read_mask_json(p).metadata;
   meta.erase("search_seconds");
+  if (!with_cost) meta.erase("forwards");
   return meta;
 }
 
@@ -92,7 +95,8 @@ TEST_CASE("1, 2 and 3 ranks give the mask, scores and log of one process, in bot
   const Run plain = run(args + std::vector<std::string>{"-o", dir / "plain.json", "--log", dir / "plain.jsonl"}, dir);
   INFO(plain.err);
   REQUIRE(plain.status == 0);
-  const auto plain_meta = metadata(dir / "plain.json");
+  const auto plain_meta = metadata(dir / "plain.json", true);
+  REQUIRE(plain_meta.at("forwards").get<double>() > 0);
   const auto plain_log = without_seconds(read_jsonl(dir / "plain.jsonl"));
   REQUIRE(plain_log.size() > 10);
 
@@ -106,7 +110,12 @@ TEST_CASE("1, 2 and 3 ranks give the mask, scores and log of one process, in bot
       INFO(r.err);
       REQUIRE(r.status == 0);
       CHECK(bosch::io::read_mask_json(dir / (tag + ".json")).mask == bosch::io::read_mask_json(dir / "plain.json").mask);
-      CHECK(metadata(dir / (tag + ".json")) == plain_meta);  // score, anchors, evaluations, ... (bitwise doubles)
+      // Score, anchors, evaluations, ... (bitwise doubles), and in Mode::samples
+      // the cost too: each sample is scored by one process whose cache sees
+      // the requests one process's would.
+      auto meta = metadata(dir / (tag + ".json"), true), want = plain_meta;
+      if (mode == "masks") meta.erase("forwards"), want.erase("forwards");
+      CHECK(meta == want);
       CHECK(without_seconds(read_jsonl(dir / (tag + ".jsonl"))) == plain_log);
       // Rank 0 alone prints (one summary line) and writes (no checkpoint left, no second lock).
       CHECK(count(r.err, "wrote ") == 1);

@@ -336,3 +336,31 @@ struct CircuitEvaluator {
 };
 
 }  // namespace bosch::test
+
+namespace bosch::test {
+
+/// Wraps any evaluator and counts its cost the way a transformer evaluator
+/// with a residual cache would (bosch::CostedEvaluator): `samples` samples
+/// per evaluation, each restarted at the hint's first changed layer when a
+/// hint is given (the unhinted evaluate() runs every layer).
+template <class Inner>
+struct CostedEvaluator {
+  Inner inner;
+  double samples = 4;
+  std::size_t layer_applications = 0;
+  HeadLayout layout() const { return inner.layout(); }
+  double evaluate(const HeadMask& m) {
+    layer_applications += static_cast<std::size_t>(samples) * static_cast<std::size_t>(layout().num_layers);
+    return inner.evaluate(m);
+  }
+  double evaluate(const HeadMask& m, const EvaluationHint& h) {
+    const int f = h.reference ? first_changed_layer(m, *h.reference) : 0;
+    layer_applications += static_cast<std::size_t>(samples) * static_cast<std::size_t>(layout().num_layers - f);
+    return inner.evaluate(m);
+  }
+  double cost() const {
+    return static_cast<double>(layer_applications) / static_cast<double>(layout().num_layers);
+  }
+};
+
+}  // namespace bosch::test

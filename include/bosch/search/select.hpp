@@ -82,8 +82,7 @@ class search_run {
           [&](auto&... c) {
             (
                 [&] {
-                  for (const auto& r : call_replay_log(c, v))
-                    obj_.add_replay(r.mask, r.score, r.seconds);
+                  for (const auto& r : call_replay_log(c, v)) obj_.add_replay(r);
                 }(),
                 ...);
           },
@@ -434,6 +433,7 @@ class search_run {
     res.evaluator_calls = obj_.evaluator_calls();
     res.replayed = obj_.replayed();
     res.cache_hits = obj_.cache_hits();
+    res.forwards = obj_.forwards();
     res.stage_evaluations = obj_.stage_evaluations();
     res.anchors = obj_.anchors();
     const std::size_t L = static_cast<std::size_t>(layout_.num_layers);

@@ -12,10 +12,12 @@
 ///      "seed": 42, "options": {...every Options field...},
 ///      "complete": false,
 ///      "evaluations": [{"index": 0, "stage": "anchors", "mask": "0000...",
-///                       "score": 0.93, "seconds": 1.5}, ...],
+///                       "score": 0.93, "seconds": 1.5, "forwards": 4}, ...],
 ///      "log_checksum": "89ab...", "checksum": "01cd..."}
 ///
 /// "mask" is the layer-major bit string ('1' = SWA) of L*Hkv characters;
+/// "forwards" (EvaluationRecord::forwards) is present only when the evaluator
+/// counts its cost, so that a resumed search reports the cost of all of it;
 /// "log_checksum" is FNV-1a 64 (16 hex digits) over the records' indices,
 /// mask bits, stage names and score bit patterns; "checksum" is FNV-1a 64
 /// over the compact JSON text (nlohmann::json::dump(), keys sorted) of the
@@ -45,6 +47,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -124,12 +127,15 @@ inline std::string document_checksum(nlohmann::json j) {
 inline nlohmann::json checkpoint_json(const HeadLayout& layout, const Options& options,
                                       const std::vector<EvaluationRecord>& log, bool complete) {
   nlohmann::json recs = nlohmann::json::array();
-  for (const auto& r : log)
-    recs.push_back({{"index", r.index},
-                    {"stage", to_string(r.stage)},
-                    {"mask", detail::mask_bits(r.mask)},
-                    {"score", r.score},
-                    {"seconds", r.seconds}});
+  for (const auto& r : log) {
+    nlohmann::json rec{{"index", r.index},
+                       {"stage", to_string(r.stage)},
+                       {"mask", detail::mask_bits(r.mask)},
+                       {"score", r.score},
+                       {"seconds", r.seconds}};
+    if (std::isfinite(r.forwards)) rec["forwards"] = r.forwards;
+    recs.push_back(std::move(rec));
+  }
   nlohmann::json doc{{"magic", "bosch.checkpoint"},
                      {"format", 1},
                      {"bosch_version", version_string},
@@ -253,6 +259,7 @@ inline CheckpointData read_checkpoint(const std::filesystem::path& path) {
     }
     e.score = detail::json_number(in(r, "score", at), at + ".score");
     e.seconds = detail::json_number(in(r, "seconds", at), at + ".seconds");
+    if (r.contains("forwards")) e.forwards = detail::json_number(r.at("forwards"), at + ".forwards");
     d.log.push_back(std::move(e));
   }
   if (string_field(field("log_checksum"), where + ": log_checksum") !=

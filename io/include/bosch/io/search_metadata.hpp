@@ -23,7 +23,9 @@ namespace bosch {
 /// The search fields of mask metadata:
 ///
 ///     layout (string "LxHqxHkv"), target_ratio, ratio, swa_heads, kv_heads,
-///     score, normalized_score, anchor_full, anchor_swa, evaluations, seed,
+///     score, normalized_score, anchor_full, anchor_swa, evaluations,
+///     forwards (the search's cost in full-model sample forwards, null when
+///     the evaluator does not count it; Result::forwards), seed,
 ///     variant, search_options (every Options field), search_seconds,
 ///     stopped (a callback or the budget cut the search short), bosch_version,
 ///     layer_drops (Stage 1's drop per layer, null for a layer not probed;
@@ -43,6 +45,7 @@ inline nlohmann::json search_metadata(const Options& options, const Result& resu
                       {"anchor_full", num(result.anchors.full)},
                       {"anchor_swa", num(result.anchors.swa)},
                       {"evaluations", result.evaluations},
+                      {"forwards", num(result.forwards)},
                       {"seed", options.seed},
                       {"variant", to_string(options.variant)},
                       {"search_options", options_to_json(options)},

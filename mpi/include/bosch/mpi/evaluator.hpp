@@ -29,6 +29,18 @@
 /// number of processes or the mode; the batch width is the search's
 /// (Options::lambda, Options::batch_size), never the machine's.
 ///
+/// Cost (bosch::CostedEvaluator, when the wrapped evaluator counts its cost):
+/// every scoring call gathers, with the scores, each process's work in layer
+/// applications (its cost times the layer count, rounded: exact for an
+/// evaluator that counts whole layer applications, as TransformerEvaluator
+/// does), so cost() is the whole communicator's work on every process,
+/// summed as integers. In Mode::samples each sample is always scored by the
+/// same process, whose residual cache sees the same requests for it as one
+/// process's cache would, so the cost equals one process's for any process
+/// count (as long as no cache evicts: the bound is per process). In
+/// Mode::masks a group's cache holds only its own masks' streams, so the cost
+/// depends on the grouping; the scores never do.
+///
 /// Every member that scores is collective over the communicator.
 
 #include <bosch/error.hpp>
@@ -37,6 +49,7 @@
 #include <bosch/mpi/communicator.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <span>
@@ -152,6 +165,7 @@ class ParallelEvaluator {
     const auto [mb, me] = share(masks.size(), static_cast<std::size_t>(groups_),
                                 static_cast<std::size_t>(group_index_));
     const std::size_t mine = me - mb;
+    const double before = inner_cost();
     std::vector<double> local;
     for (std::size_t i = mb; i < me; ++i) {
       // As TransformerEvaluator::evaluate_batch: each mask's own first changed layer.
@@ -159,32 +173,64 @@ class ParallelEvaluator {
       if (hint.reference != nullptr) h.first_changed_layer = first_changed_layer(masks[i], *hint.reference);
       for (const auto& s : inner_->sample_scores(masks[i], h)) local.push_back(static_cast<double>(s.mean_logprob));
     }
-    // The group's per-sample scores: rank r contributes mine x |share r|.
+    // Each process's work rides along as one more value (cost_units).
+    local.push_back(units_since(before));
+    // The group's per-sample scores: rank r contributes mine x |share r| and its work.
     const std::vector<double> gathered = g > 1 ? group().all_gather(local) : local;
-    if (gathered.size() != mine * samples_)
+    if (gathered.size() != mine * samples_ + g)
       throw error("gathered " + std::to_string(gathered.size()) + " sample scores, expected " +
-                      std::to_string(mine * samples_),
+                      std::to_string(mine * samples_ + g),
                   "ParallelEvaluator");
     std::vector<double> scores(mine), per(samples_);
+    double group_units = 0;
+    {
+      std::size_t offset = 0;
+      for (std::size_t r = 0; r < g; ++r) {
+        const auto [sb, se] = share(samples_, g, r);
+        offset += mine * (se - sb);
+        group_units += gathered[offset++];
+      }
+    }
     for (std::size_t k = 0; k < mine; ++k) {
       std::size_t offset = 0;
       for (std::size_t r = 0; r < g; ++r) {
         const auto [sb, se] = share(samples_, g, r);
         const std::size_t n = se - sb;
         for (std::size_t j = 0; j < n; ++j) per[sb + j] = gathered[offset + k * n + j];
-        offset += mine * n;
+        offset += mine * n + 1;
       }
       scores[k] = static_cast<double>(E::reduce(std::span<const double>(per)));
     }
-    if (groups_ == 1) return scores;
-    // Group leaders contribute their block; blocks are in group (= rank) order.
+    if (groups_ == 1) {
+      cost_units_ += group_units;
+      return scores;
+    }
+    // Group leaders contribute their block and their group's work; blocks are
+    // in group (= rank) order.
+    if (group().root()) scores.push_back(group_units);
     const std::vector<double> all =
         comm_->all_gather(group().root() ? std::span<const double>(scores) : std::span<const double>());
-    if (all.size() != masks.size())
-      throw error("gathered " + std::to_string(all.size()) + " scores for " + std::to_string(masks.size()) +
-                      " masks",
+    if (all.size() != masks.size() + static_cast<std::size_t>(groups_))
+      throw error("gathered " + std::to_string(all.size()) + " values for " + std::to_string(masks.size()) +
+                      " masks of " + std::to_string(groups_) + " groups",
                   "ParallelEvaluator");
-    return all;
+    std::vector<double> out;
+    out.reserve(masks.size());
+    std::size_t at = 0;
+    for (std::size_t q = 0; q < static_cast<std::size_t>(groups_); ++q) {
+      const auto [qb, qe] = share(masks.size(), static_cast<std::size_t>(groups_), q);
+      for (std::size_t i = qb; i < qe; ++i) out.push_back(all[at++]);
+      cost_units_ += all[at++];
+    }
+    return out;
+  }
+
+  /// The whole communicator's work so far in full-model sample forwards
+  /// (bosch::CostedEvaluator; see the file comment): the same on every process.
+  double cost() const
+    requires CostedEvaluator<E>
+  {
+    return cost_units_ / static_cast<double>(layout().num_layers);
   }
 
   /// The mode and group size in use (Mode::samples: one group of every process).
@@ -200,8 +246,22 @@ class ParallelEvaluator {
   const E& inner() const noexcept { return *inner_; }
 
  private:
+  /// The wrapped evaluator's cost counter (0 without one).
+  double inner_cost() const {
+    if constexpr (CostedEvaluator<E>)
+      return static_cast<double>(inner_->cost());
+    else
+      return 0.0;
+  }
+  /// This process's work since `before` (an inner_cost() value) in layer
+  /// applications, a whole number.
+  double units_since(double before) const {
+    return std::round((inner_cost() - before) * static_cast<double>(layout().num_layers));
+  }
+
   E* inner_;
   const Communicator* comm_;
+  double cost_units_ = 0;  // layer applications of every process, a whole number (exact below 2^53)
   ParallelOptions options_;
   int groups_ = 1, group_index_ = 0;
   std::size_t samples_ = 0;

@@ -67,7 +67,8 @@ inline std::string encode_records(const std::vector<EvaluationRecord>& log) {
                     {"stage", to_string(r.stage)},
                     {"mask", m},
                     {"score", bits_of(r.score)},
-                    {"seconds", bits_of(r.seconds)}});
+                    {"seconds", bits_of(r.seconds)},
+                    {"forwards", bits_of(r.forwards)}});
   }
   return nlohmann::json{{"ok", true}, {"records", std::move(recs)}}.dump();
 }
@@ -84,6 +85,7 @@ inline std::vector<EvaluationRecord> decode_records(const nlohmann::json& j, con
     for (std::size_t i = 0; i < m.size(); ++i) e.mask.set_flat(i, m[i] == '1');
     e.score = double_of(r.at("score").get<std::uint64_t>());
     e.seconds = double_of(r.at("seconds").get<std::uint64_t>());
+    e.forwards = double_of(r.at("forwards").get<std::uint64_t>());
     out.push_back(std::move(e));
   }
   return out;

@@ -16,6 +16,8 @@
 ///    f) the streams entering layers up to f are stored on the way, so the
 ///    following masks derived from the same reference start at f. The score is
 ///    bit-identical to a full evaluation: layer-wise runs equal the full forward.
+///  - cost (bosch::CostedEvaluator): layer applications summed over samples,
+///    divided by the layer count, i.e. full-model sample forwards.
 ///  - batch evaluation: masks in order (the CPU backend gains nothing from
 ///    interleaving; a GPU backend batches inside its forward).
 ///  - a share of the samples: set_sample_range(begin, end) makes it score only
@@ -87,6 +89,11 @@ class TransformerEvaluator {
   const TransformerEvaluatorOptions& options() const noexcept { return options_; }
   const tasks::TaskSet& tasks() const noexcept { return tasks_; }
   const TransformerEvaluatorStats& stats() const noexcept { return stats_; }
+  /// The work so far in full-model sample forwards (bosch::CostedEvaluator):
+  /// stats().layers_run / num_layers.
+  double cost() const noexcept {
+    return static_cast<double>(stats_.layers_run) / static_cast<double>(layout_.num_layers);
+  }
 
   /// The attention windows a mask stands for under this evaluator's w and s.
   AttentionWindows windows(const HeadMask& mask) const {
