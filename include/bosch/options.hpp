@@ -290,6 +290,16 @@ struct Options {
   /// cannot do. Solved by Options::inner_solver from the best exact-count
   /// mask so far. 0 = off. Default 32 [I].
   std::size_t refine_budget = 32;
+  /// Evaluations of the refinement's budget spent, after its local search,
+  /// on the surrogate's own optimum under the exact count: the model of
+  /// search/surrogate.hpp fitted to the whole log, maximized by a sort of its
+  /// linear part and swaps for its pairwise part (search/surrogate_optimum.hpp),
+  /// evaluated and kept when it wins; a proposal already evaluated ends them.
+  /// The local fits of the inner solvers see only the evaluations near their
+  /// parent and miss what the whole log knows, e.g. every head's weight on a
+  /// separable objective (docs/algorithm.md §Stage 3). 0 = off; at most
+  /// refine_budget are used. Default 1 [I].
+  std::size_t surrogate_proposals = 1;
 
   // --- layer variant -------------------------------------------------------------------
   /// Evaluations of the whole-layer search; 0 (default) = the number the full
@@ -433,6 +443,8 @@ void for_each_option(F&& f) {
       "Stage 3 start: stage1 | random | full"});
   f(OptionField<std::size_t>{"refine_budget", &O::refine_budget,
       "evaluations of the global refinement after Stage 3 (0 = off)"});
+  f(OptionField<std::size_t>{"surrogate_proposals", &O::surrogate_proposals,
+      "evaluations of the refinement spent on the surrogate's own optimum, fitted to the whole log (0 = off)"});
   f(OptionField<std::size_t>{"layer_budget", &O::layer_budget,
       "layer variant: evaluations of the whole-layer search (0 = like-for-like)"});
   f(OptionField<InnerSolver>{"inner_solver", &O::inner_solver,

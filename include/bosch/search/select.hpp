@@ -38,6 +38,8 @@
 #include <bosch/search/rng.hpp>
 #include <bosch/search/solvers.hpp>
 #include <bosch/search/subproblem.hpp>
+#include <bosch/search/surrogate.hpp>
+#include <bosch/search/surrogate_optimum.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -318,14 +320,54 @@ class search_run {
   /// The global refinement (Options::refine_budget): every head a unit, one
   /// group with the target count, from the best exact-count mask so far.
   bool refine(HeadMask& candidate) {
+    const std::size_t proposals = std::min(options_.surrogate_proposals, options_.refine_budget);
     const std::optional<double> cs = obj_.cached(candidate);
     std::vector<std::vector<std::size_t>> heads(layout_.size());
     for (std::size_t i = 0; i < heads.size(); ++i) heads[i] = {i};
     const auto r = solve_one_group(
         (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate,
-        std::move(heads), static_cast<int>(target_), options_.refine_budget, search::stream_refine, false, nullptr);
+        std::move(heads), static_cast<int>(target_), options_.refine_budget - proposals, search::stream_refine,
+        false, nullptr);
     if (!r) return false;
     candidate = *r;
+    return propose_model_optimum(candidate, proposals);
+  }
+
+  /// Up to `n` evaluations of the surrogate's own optimum under the exact
+  /// count (Options::surrogate_proposals, docs/algorithm.md §Stage 3): the
+  /// model fitted to the whole log (the evaluations nearest the best
+  /// exact-count mask, at most max(surrogate_points, 1024) of them), its
+  /// optimum over every head with only the total count fixed
+  /// (search::surrogate_optimum), evaluated unless already known;
+  /// `candidate` becomes it when it scores higher. Stops early when the model
+  /// proposes a known mask (it has nothing new to say). False when the search
+  /// stopped or ran out of budget.
+  bool propose_model_optimum(HeadMask& candidate, std::size_t n) {
+    std::vector<std::vector<std::size_t>> heads(layout_.size());
+    for (std::size_t i = 0; i < heads.size(); ++i) heads[i] = {i};
+    search::Surrogate model(std::max<std::size_t>(options_.surrogate_points, 1024));
+    for (std::size_t i = 0; i < n; ++i) {
+      const HeadMask* best = obj_.best_mask();
+      if (best == nullptr) return true;
+      const HeadMask focus = *best;
+      std::vector<HeadMask> masks;
+      std::vector<double> scores;
+      for (const auto& r : obj_.log()) {
+        masks.push_back(r.mask);
+        scores.push_back(r.score);
+      }
+      model.fit(masks, scores, focus, i == 0);
+      if (!model.ready()) return true;
+      const search::SubProblem p =
+          search::single_group(focus, heads, static_cast<int>(target_), 1, 0, false, nullptr);
+      const HeadMask m = search::apply_state(p, search::surrogate_optimum(model.mean_form(), p, 4 * heads.size()));
+      if (obj_.known(m)) return true;
+      if (obj_.allow(1) == 0) return false;
+      const auto s = obj_.evaluate(m, &focus);
+      if (!s) return false;
+      const auto cs = obj_.cached(candidate);
+      if (!cs || *s > *cs) candidate = m;
+    }
     return !obj_.stopped();
   }
 

@@ -42,6 +42,7 @@
 #include <limits>
 #include <numeric>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace bosch::search {
@@ -93,6 +94,50 @@ inline Overlap overlap(const PackedMask& a, const PackedMask& b) {
   return o;
 }
 
+/// The surrogate's posterior mean written as what it is, a quadratic function
+/// of the SWA bits z of a mask (see Surrogate::mean_form):
+///
+///     mean(z) = constant + sum_i linear[i] z_i + sum_{i<j neighbours} pair(i, j) z_i z_j,
+///
+/// where neighbours are two heads of the same layer or of adjacent layers.
+/// Lets a search find the model's own optimum under exact counts
+/// (search/surrogate_optimum.hpp) without predicting every mask.
+struct QuadraticMean {
+  HeadLayout layout;
+  double constant = 0;
+  std::vector<double> linear;  ///< per flat head index
+  /// Pair weights, H x H per layer, symmetric: same[l*H*H + a*H + b] for heads
+  /// a != b of layer l; next[l*H*H + a*H + b] for head a of layer l and head b
+  /// of layer l+1.
+  std::vector<double> same, next;
+
+  /// The weight of the pair of flat heads i and j (0 unless neighbours; i != j).
+  double pair(std::size_t i, std::size_t j) const {
+    const std::size_t H = static_cast<std::size_t>(layout.num_kv_heads);
+    std::size_t li = i / H, lj = j / H;
+    if (li > lj) {
+      std::swap(i, j);
+      std::swap(li, lj);
+    }
+    if (li == lj) return same[li * H * H + (i % H) * H + j % H];
+    if (lj == li + 1) return next[li * H * H + (i % H) * H + j % H];
+    return 0.0;
+  }
+  /// The value for the bits `z` (one per flat head, 1 = SWA).
+  double value(std::span<const std::uint8_t> z) const {
+    double v = constant;
+    const std::size_t n = z.size(), H = static_cast<std::size_t>(layout.num_kv_heads);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!z[i]) continue;
+      v += linear[i];
+      const std::size_t l = i / H;
+      for (std::size_t j = i + 1; j < std::min(n, (l + 2) * H); ++j)
+        if (z[j]) v += pair(i, j);
+    }
+    return v;
+  }
+};
+
 /// The surrogate model (see the file comment).
 class Surrogate {
  public:
@@ -127,6 +172,7 @@ class Surrogate {
     std::sort(order.begin(), order.end());
     points_.clear();
     y_.clear();
+    if (total > 0) layout_ = masks[0].layout();
     for (std::size_t i : order) {
       points_.emplace_back(masks[i]);
       y_.push_back(scores[i]);
@@ -216,6 +262,45 @@ class Surrogate {
     return predict(PackedMask(m), with_sd);
   }
 
+  /// The posterior mean as a QuadraticMean: with the weights alpha of the
+  /// fit, mean(z) = mean + scale * sum_j alpha_j k(z, x_j), and the kernel's
+  /// features are exactly 1, z_i and z_i z_j for neighbouring heads, so
+  /// linear[i] = scale * s1 * sum_j alpha_j x_ji and pair(i, i') = scale * s2 *
+  /// sum_j alpha_j x_ji x_ji'. Equal to predict(m).mean up to rounding. Not
+  /// ready(): the constant data mean and zero weights.
+  QuadraticMean mean_form() const {
+    QuadraticMean q;
+    q.layout = layout_;
+    const std::size_t H = static_cast<std::size_t>(layout_.num_kv_heads);
+    const std::size_t L = static_cast<std::size_t>(layout_.num_layers);
+    q.constant = mean_;
+    q.linear.assign(L * H, 0.0);
+    q.same.assign(L * H * H, 0.0);
+    q.next.assign(L * H * H, 0.0);
+    if (!ready_) return q;
+    std::vector<std::vector<std::size_t>> on(L);
+    for (std::size_t j = 0; j < points_.size(); ++j) {
+      const double a = alpha_[j];
+      q.constant += scale_ * a;
+      const auto& w = points_[j].words();
+      const std::size_t wpl = points_[j].words_per_layer();
+      for (std::size_t l = 0; l < L; ++l) {
+        on[l].clear();
+        for (std::size_t k = 0; k < H; ++k)
+          if ((w[l * wpl + k / 64] >> (k % 64)) & 1u) on[l].push_back(k);
+      }
+      for (std::size_t l = 0; l < L; ++l)
+        for (std::size_t x : on[l]) {
+          q.linear[l * H + x] += scale_ * s1_ * a;
+          for (std::size_t y : on[l])
+            if (y != x) q.same[l * H * H + x * H + y] += scale_ * s2_ * a;
+          if (l + 1 < L)
+            for (std::size_t y : on[l + 1]) q.next[l * H * H + x * H + y] += scale_ * s2_ * a;
+        }
+    }
+    return q;
+  }
+
  private:
   double kernel(const Overlap& o) const { return 1.0 + s1_ * o.linear + s2_ * o.pairwise; }
 
@@ -259,6 +344,7 @@ class Surrogate {
   }
 
   std::size_t max_points_;
+  HeadLayout layout_{};
   std::vector<PackedMask> points_;
   std::vector<double> y_;
   std::vector<double> lin_, pair_;
