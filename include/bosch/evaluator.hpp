@@ -20,6 +20,9 @@
 /// - CostedEvaluator:      `e.cost()` -> double: the work done so far in full-model
 ///                         sample forwards, a unit that does not depend on the
 ///                         machine (Result::forwards, EvaluationRecord::forwards).
+/// - PerSampleEvaluator:   the score is the mean of per-sample scores that
+///                         `e.score_samples(mask, hint, samples)` computes for
+///                         any samples (racing evaluations, Options::race).
 ///
 /// The search produces identical results whichever capabilities the evaluator
 /// has, provided its scores do not depend on how they were requested.
@@ -27,6 +30,7 @@
 #include <bosch/mask.hpp>
 
 #include <concepts>
+#include <cstddef>
 #include <span>
 #include <vector>
 
@@ -95,6 +99,36 @@ template <class E>
 concept CostedEvaluator = Evaluator<E> && requires(const E& e) {
   { e.cost() } -> std::convertible_to<double>;
 };
+
+/// An Evaluator whose score is the mean of N per-sample scores (one per
+/// calibration sample) that it can compute for any subset of the samples, so
+/// that the search can race a candidate sample by sample (Options::race,
+/// docs/algorithm.md §Racing):
+///
+/// - `e.sample_count()`: N (>= 1);
+/// - `e.race_order()`: a permutation of 0 .. N-1, the order in which samples
+///   are raced; it should cover the tasks early (interleaved by task), since
+///   a race may stop after its first samples;
+/// - `e.score_samples(mask, hint, samples)`: the per-sample scores of `mask`
+///   for the sample indices `samples`, in that order (a hint as for
+///   HintedEvaluator; the scores must not depend on it, nor on which other
+///   samples are asked for in the same call);
+/// - `e.reduce(scores)`: the score from all N per-sample scores in sample
+///   order, bit-identical to what evaluate() returns; it must be their mean
+///   (up to rounding), which the race's test assumes.
+///
+/// Optional: `e.race_block()` -> std::size_t, the samples worth scoring in
+/// one call once a race is under way (an evaluator spread over P processes
+/// answers P); the decisions do not depend on it, only the work does.
+template <class E>
+concept PerSampleEvaluator =
+    Evaluator<E> && requires(E& e, const E& ce, const HeadMask& m, const EvaluationHint& h,
+                             std::span<const std::size_t> idx, std::span<const double> v) {
+      { ce.sample_count() } -> std::convertible_to<std::size_t>;
+      { ce.race_order() } -> std::convertible_to<std::vector<std::size_t>>;
+      { e.score_samples(m, h, idx) } -> std::convertible_to<std::vector<double>>;
+      { ce.reduce(v) } -> std::convertible_to<double>;
+    };
 
 /// The lowest layer in which `a` and `b` differ, or num_layers when they are
 /// equal. Throws bosch::invalid_argument when the layouts differ.

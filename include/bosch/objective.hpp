@@ -14,17 +14,22 @@
 /// - the evaluation log (typed records) and the best mask with the target
 ///   count seen so far;
 /// - hints and batches passed to evaluators that support them;
+/// - the cost of every evaluation (CostedEvaluator);
+/// - racing evaluations (Options::race, PerSampleEvaluator): candidates scored
+///   sample by sample against their parent and stopped by search::RaceRule;
 /// - replay of a checkpoint's evaluations (resume) without calling the evaluator.
 
 #include <bosch/error.hpp>
 #include <bosch/evaluator.hpp>
 #include <bosch/mask.hpp>
 #include <bosch/options.hpp>
+#include <bosch/search/race.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -65,6 +70,13 @@ class Objective {
   /// Returning true asks the search to stop.
   using observer_type = std::function<bool(const EvaluationRecord&, bool improved)>;
 
+  /// What compete() says about one candidate: its full score, or that the
+  /// race eliminated it, or neither (budget spent or stop requested).
+  struct Outcome {
+    std::optional<double> score;  ///< the full score, when scored in full
+    bool eliminated = false;      ///< the race stopped it (no full score)
+  };
+
   /// @param evaluator       the black box (kept by reference).
   /// @param target_count    the SWA head count of a feasible final mask.
   /// @param max_evaluations total budget (0 = unlimited); when set, the last
@@ -87,15 +99,52 @@ class Objective {
   /// Batch size for evaluate_many on batch evaluators (>= 1).
   void set_batch_size(std::size_t n) noexcept { batch_size_ = std::max<std::size_t>(1, n); }
 
+  /// Turns racing on (Options::race) when the evaluator is a
+  /// PerSampleEvaluator: from now on every mask is scored through its
+  /// per-sample scores (kept for the races), and compete() races while
+  /// set_racing(true). Call before the first evaluation. Does nothing
+  /// without Options::race or the capability. Throws bosch::error when the
+  /// evaluator's race order is not a permutation of its samples.
+  void enable_racing(const Options& o) {
+    if constexpr (PerSampleEvaluator<E>) {
+      if (!o.race) return;
+      const std::size_t n = static_cast<std::size_t>(evaluator_.sample_count());
+      order_ = static_cast<std::vector<std::size_t>>(evaluator_.race_order());
+      std::vector<std::uint8_t> seen(n, 0);
+      bool ok = n >= 1 && order_.size() == n;
+      for (std::size_t i : order_) {
+        if (!ok || i >= n || seen[i]) {
+          ok = false;
+          break;
+        }
+        seen[i] = 1;
+      }
+      if (!ok) throw error("race_order() is not a permutation of the " + std::to_string(n) + " samples", "evaluator");
+      rule_ = search::RaceRule(n, o.race_min_samples, o.race_confidence);
+      if constexpr (requires { evaluator_.race_block(); })
+        block_ = std::max<std::size_t>(1, static_cast<std::size_t>(evaluator_.race_block()));
+      per_sample_ = true;
+    } else {
+      (void)o;
+    }
+  }
+  /// True once enable_racing() took effect.
+  bool per_sample() const noexcept { return per_sample_; }
+  /// Whether compete() races (only after enable_racing()); select() allows
+  /// races in Stage 3 and in the refinement.
+  void set_racing(bool on) noexcept { racing_ = on; }
+
   /// Registers a previously logged evaluation (resume). When the search later
-  /// asks for `r.mask`, its score comes from here instead of the evaluator and
-  /// a record is logged as usual, with `r`'s seconds and forwards. Throws
+  /// asks for `r.mask` (a race for an eliminated record, any request for a
+  /// full one), the answer comes from here instead of the evaluator and a
+  /// record is logged as usual, with `r`'s seconds, cost and race fields.
+  /// Records of one mask are answered in log order. Throws
   /// bosch::invalid_argument on a layout mismatch or a non-finite score.
   void add_replay(const EvaluationRecord& r) {
     if (!(r.mask.layout() == layout_))
       throw invalid_argument("replayed mask layout differs from the evaluator's", "resume");
     if (!std::isfinite(r.score)) throw invalid_argument("replayed score is not finite", "resume");
-    replay_.emplace(r.mask, r);
+    replay_[r.mask].push_back(r);
   }
   /// As add_replay(record) for a record of `mask`, `score` and `seconds` (no cost).
   void add_replay(const HeadMask& mask, double score, double seconds) {
@@ -106,16 +155,21 @@ class Objective {
     add_replay(r);
   }
 
-  /// The memoized score of `mask` if it has been evaluated in this search.
+  /// The memoized full score of `mask` if it has been scored in full in this
+  /// search (an eliminated candidate has none).
   std::optional<double> cached(const HeadMask& mask) const {
     auto it = cache_.find(mask);
-    if (it == cache_.end()) return std::nullopt;
+    if (it == cache_.end() || it->second.eliminated) return std::nullopt;
     return it->second.score;
   }
+  /// Whether `mask` was scored in this search (in full or eliminated by a race).
   bool known(const HeadMask& mask) const { return cache_.count(mask) != 0; }
 
   /// New evaluations still allowed; SIZE_MAX when unlimited. Without
   /// `use_reserve` the last evaluation of the total budget is held back.
+  /// Budgets count the records of the log: a candidate a race eliminated
+  /// counts as one request, so that racing makes the decisions the search
+  /// would make without it, on fewer samples.
   std::size_t remaining(bool use_reserve = false) const noexcept {
     if (max_evaluations_ == 0) return std::numeric_limits<std::size_t>::max();
     const std::size_t limit = use_reserve ? max_evaluations_ : max_evaluations_ - 1;
@@ -133,12 +187,14 @@ class Objective {
   /// Score of `mask`: from the memo, the replay store or the evaluator.
   /// `reference` (optional) is a mask `mask` was derived from; when the
   /// evaluator has scored it in this process and is a HintedEvaluator, the
-  /// hint {reference, first changed layer} is passed along. Returns nullopt
-  /// when the mask is new and the budget is spent or a stop was requested.
+  /// hint {reference, first changed layer} is passed along. A candidate a
+  /// race eliminated is scored in full now (its remaining samples). Returns
+  /// nullopt when the mask is new and the budget is spent or a stop was
+  /// requested.
   std::optional<double> evaluate(const HeadMask& mask, const HeadMask* reference = nullptr,
                                  bool use_reserve = false) {
     check_mask(mask);
-    if (auto it = cache_.find(mask); it != cache_.end()) {
+    if (auto it = cache_.find(mask); it != cache_.end() && !it->second.eliminated) {
       ++cache_hits_;
       return it->second.score;
     }
@@ -147,11 +203,12 @@ class Objective {
       budget_exhausted_ = true;
       return std::nullopt;
     }
-    if (auto r = replay_.find(mask); r != replay_.end()) {
-      ++replayed_;  // before record(): observers see the replay counted (as evaluate_many does)
-      replay(r->second);
-      return r->second.score;
+    if (const EvaluationRecord* r = replayed_record(mask, true)) {
+      const double s = r->score;
+      replay(*r);
+      return s;
     }
+    if (per_sample_) return score_in_full(mask, reference);
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cost();
     double s;
@@ -165,24 +222,31 @@ class Objective {
     const double secs = seconds_since(t0);
     check_score(s);
     ++evaluator_calls_;
-    const double spent = cost() - c0;
-    forwards_ += spent;
-    record(mask, s, secs, spent, true);
+    EvaluationRecord rec;
+    rec.mask = mask;
+    rec.score = s;
+    rec.seconds = secs;
+    rec.forwards = cost() - c0;
+    forwards_ += rec.forwards;
+    record(std::move(rec), true);
     return s;
   }
 
   /// Scores of several masks, in order, as if evaluate() were called on each
   /// in turn (same log, same memo, same budget), but a BatchEvaluator gets
-  /// the new masks batch_size at a time in evaluate_batch calls. Entries are
-  /// nullopt for new masks beyond the budget or after a stop request (with a
-  /// batch evaluator, a stop takes effect after the current batch).
+  /// the new masks batch_size at a time in evaluate_batch calls (not when
+  /// racing is on: masks are then scored one at a time through their
+  /// per-sample scores). Entries are nullopt for new masks beyond the budget
+  /// or after a stop request (with a batch evaluator, a stop takes effect
+  /// after the current batch).
   std::vector<std::optional<double>> evaluate_many(std::span<const HeadMask> masks,
                                                    const HeadMask* reference = nullptr) {
     std::vector<std::optional<double>> out(masks.size());
-    if constexpr (!BatchEvaluator<E>) {
+    if (!BatchEvaluator<E> || per_sample_) {
       for (std::size_t i = 0; i < masks.size(); ++i) out[i] = evaluate(masks[i], reference);
       return out;
-    } else {
+    }
+    if constexpr (BatchEvaluator<E>) {
       // Decide, in order, which requests are new; duplicates and cached masks are hits.
       std::vector<std::size_t> fresh;
       std::unordered_map<HeadMask, std::size_t> first;  // mask -> request index
@@ -247,12 +311,16 @@ class Objective {
           double s;
           if (k < send_idx.size() && send_idx[k] == fresh[j]) {
             s = scores[k++];
-            record(m, s, per, per_cost, true);
+            EvaluationRecord rec;
+            rec.mask = m;
+            rec.score = s;
+            rec.seconds = per;
+            rec.forwards = per_cost;
+            record(std::move(rec), true);
           } else {
-            const auto& r = replay_.at(m);
-            s = r.score;
-            ++replayed_;
-            replay(r);
+            const EvaluationRecord* r = replayed_record(m, true);
+            s = r->score;
+            replay(*r);
           }
           out[fresh[j]] = s;
         }
@@ -260,8 +328,56 @@ class Objective {
       }
       for (std::size_t i = 0; i < masks.size(); ++i)
         if (dup_of[i] != static_cast<std::size_t>(-1)) out[i] = out[dup_of[i]];
+    }
+    return out;
+  }
+
+  /// The candidates of a local search, each of which matters only if its
+  /// score reaches `threshold` (the score of `parent`, a mask scored in full,
+  /// which they derive from). While racing (enable_racing, set_racing), a new
+  /// candidate is scored sample by sample in the race order and stopped as
+  /// soon as search::RaceRule says it cannot reach `threshold`: it is logged
+  /// as eliminated and its Outcome says so. Otherwise, and for candidates that
+  /// survive the race, the full score (as evaluate_many). A candidate already
+  /// known is a memo hit (eliminated or scored).
+  std::vector<Outcome> compete(std::span<const HeadMask> masks, const HeadMask& parent, double threshold) {
+    std::vector<Outcome> out(masks.size());
+    const auto pit = cache_.find(parent);
+    const auto pss = samples_memo_.find(parent);
+    if (!per_sample_ || !racing_ || !rule_.active() || pit == cache_.end() || pit->second.eliminated ||
+        pss == samples_memo_.end() || pss->second.size() != rule_.samples()) {
+      const auto scores = evaluate_many(masks, &parent);
+      for (std::size_t i = 0; i < masks.size(); ++i) out[i].score = scores[i];
       return out;
     }
+    const double parent_score = pit->second.score;
+    const std::vector<double> parent_samples = pss->second;
+    for (std::size_t i = 0; i < masks.size(); ++i) {
+      check_mask(masks[i]);
+      if (auto it = cache_.find(masks[i]); it != cache_.end()) {
+        ++cache_hits_;
+        if (it->second.eliminated)
+          out[i].eliminated = true;
+        else
+          out[i].score = it->second.score;
+        continue;
+      }
+      if (stopped_) continue;
+      if (remaining() == 0) {
+        budget_exhausted_ = true;
+        continue;
+      }
+      if (const EvaluationRecord* r = replayed_record(masks[i], false)) {
+        if (r->eliminated)
+          out[i].eliminated = true;
+        else
+          out[i].score = r->score;
+        replay(*r);
+        continue;
+      }
+      out[i] = race(masks[i], parent, parent_score, parent_samples, threshold - parent_score);
+    }
+    return out;
   }
 
   /// Asks the search to stop: no new evaluations are made afterwards.
@@ -288,8 +404,8 @@ class Objective {
     return (s - anchors_.swa) / den;
   }
 
-  /// The best-scoring evaluated mask with exactly target_count SWA heads
-  /// (first one on ties), or nullptr.
+  /// The best-scoring mask scored in full with exactly target_count SWA
+  /// heads (first one on ties), or nullptr.
   const HeadMask* best_mask() const noexcept {
     return best_index_ ? &log_[*best_index_].mask : nullptr;
   }
@@ -302,11 +418,14 @@ class Objective {
   /// replayed evaluations; NaN when the evaluator does not count its cost.
   double forwards() const noexcept { return forwards_; }
 
-  /// Distinct masks scored so far (the log size, replays included).
+  /// Records in the log (replayed and eliminated ones included).
   std::size_t evaluations() const noexcept { return log_.size(); }
+  /// Records of candidates a race eliminated.
+  std::size_t eliminated() const noexcept { return eliminated_; }
   std::size_t evaluator_calls() const noexcept { return evaluator_calls_; }
   std::size_t replayed() const noexcept { return replayed_; }
   std::size_t cache_hits() const noexcept { return cache_hits_; }
+  /// Full evaluations per stage.
   const std::array<std::size_t, stage_count>& stage_evaluations() const noexcept {
     return per_stage_;
   }
@@ -316,6 +435,7 @@ class Objective {
   struct entry {
     double score;
     bool seen_by_evaluator;  // scored by the evaluator in this process (usable as a hint)
+    bool eliminated;         // a race stopped it: `score` is an estimate
   };
 
   void check_mask(const HeadMask& m) const {
@@ -348,22 +468,150 @@ class Objective {
     else
       return std::numeric_limits<double>::quiet_NaN();
   }
-  /// Logs a replayed record (its score, seconds and cost).
-  void replay(const EvaluationRecord& r) {
-    forwards_ += r.forwards;
-    record(r.mask, r.score, r.seconds, r.forwards, false);
+  /// The first replayed record of `mask` not yet used (with `full_only`, the
+  /// first one scored in full), or nullptr.
+  const EvaluationRecord* replayed_record(const HeadMask& mask, bool full_only) const {
+    auto it = replay_.find(mask);
+    if (it == replay_.end()) return nullptr;
+    for (const auto& r : it->second)
+      if (!full_only || !r.eliminated) return &r;
+    return nullptr;
   }
-  void record(const HeadMask& m, double s, double secs, double fw, bool by_evaluator) {
-    EvaluationRecord r{log_.size(), m, s, stage_, secs, fw};
-    cache_.emplace(m, entry{s, by_evaluator});
-    ++per_stage_[static_cast<std::size_t>(stage_)];
+  /// Logs a replayed record (its score, seconds, cost and race fields) and
+  /// removes it from the replay store.
+  void replay(const EvaluationRecord& r) {
+    ++replayed_;  // before record(): observers see the replay counted
+    EvaluationRecord rec = r;
+    auto& queue = replay_.at(rec.mask);
+    for (auto it = queue.begin(); it != queue.end(); ++it)
+      if (&*it == &r) {
+        queue.erase(it);
+        break;
+      }
+    if (queue.empty()) replay_.erase(rec.mask);
+    forwards_ += rec.forwards;
+    record(std::move(rec), false);
+  }
+
+  /// Per-sample scores of the samples at race positions [from, to) of `mask`.
+  std::vector<double> score_positions(const HeadMask& mask, const EvaluationHint& hint, std::size_t from,
+                                      std::size_t to) {
+    if constexpr (PerSampleEvaluator<E>) {
+      const std::span<const std::size_t> idx(order_.data() + from, to - from);
+      auto v = static_cast<std::vector<double>>(evaluator_.score_samples(mask, hint, idx));
+      if (v.size() != idx.size())
+        throw error("score_samples returned " + std::to_string(v.size()) + " scores for " +
+                        std::to_string(idx.size()) + " samples",
+                    "evaluator");
+      for (double x : v) check_score(x);
+      return v;
+    } else {
+      (void)mask, (void)hint, (void)from, (void)to;
+      return {};
+    }
+  }
+  /// The score from all N per-sample scores in race order (the evaluator's reduce).
+  double reduce_race_order(const std::vector<double>& in_race_order) const {
+    if constexpr (PerSampleEvaluator<E>) {
+      std::vector<double> by_sample(in_race_order.size());
+      for (std::size_t k = 0; k < in_race_order.size(); ++k) by_sample[order_[k]] = in_race_order[k];
+      return static_cast<double>(evaluator_.reduce(std::span<const double>(by_sample)));
+    } else {
+      (void)in_race_order;
+      return 0.0;
+    }
+  }
+
+  /// A full score through the per-sample scores (racing on), completing a
+  /// candidate a race eliminated from the samples it already has.
+  double score_in_full(const HeadMask& mask, const HeadMask* reference) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cost();
+    const EvaluationHint hint = make_hint(std::span<const HeadMask>(&mask, 1), reference);
+    std::vector<double> v;
+    if (auto it = samples_memo_.find(mask); it != samples_memo_.end()) v = it->second;
+    const std::vector<double> rest = score_positions(mask, hint, v.size(), rule_.samples());
+    v.insert(v.end(), rest.begin(), rest.end());
+    const double s = reduce_race_order(v);
+    check_score(s);
+    ++evaluator_calls_;
+    EvaluationRecord rec;
+    rec.mask = mask;
+    rec.score = s;
+    rec.seconds = seconds_since(t0);
+    rec.forwards = cost() - c0;
+    rec.samples = v.size();
+    rec.sample_scores = std::move(v);
+    forwards_ += rec.forwards;
+    record(std::move(rec), true);
+    return s;
+  }
+
+  /// Races `mask` against `parent` (see compete()): `delta` is what the mean
+  /// per-sample difference must reach.
+  Outcome race(const HeadMask& mask, const HeadMask& parent, double parent_score,
+               const std::vector<double>& parent_samples, double delta) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cost();
+    const EvaluationHint hint = make_hint(std::span<const HeadMask>(&mask, 1), &parent);
+    const std::size_t n_all = rule_.samples();
+    std::vector<double> v, d;
+    std::size_t stop_at = 0;
+    while (v.size() < n_all && stop_at == 0) {
+      const std::size_t from = v.size();
+      const std::size_t b = from == 0 ? std::min(n_all, rule_.min_samples()) : std::min(n_all - from, block_);
+      for (double x : score_positions(mask, hint, from, from + b)) {
+        v.push_back(x);
+        d.push_back(x - parent_samples[v.size() - 1]);
+        if (stop_at == 0 && rule_.stop(d, delta)) stop_at = v.size();
+      }
+    }
+    ++evaluator_calls_;
+    EvaluationRecord rec;
+    rec.mask = mask;
+    rec.seconds = seconds_since(t0);
+    rec.forwards = cost() - c0;
+    forwards_ += rec.forwards;
+    Outcome out;
+    if (stop_at == 0) {
+      rec.score = reduce_race_order(v);
+      check_score(rec.score);
+      out.score = rec.score;
+    } else {
+      // The decision depends on the first stop_at samples only, whatever the
+      // block size scored beyond them.
+      v.resize(stop_at);
+      d.resize(stop_at);
+      rec.eliminated = true;
+      rec.score = parent_score + search::RaceRule::mean(d);
+      rec.score_sd = rule_.standard_error(d);
+      out.eliminated = true;
+    }
+    rec.samples = v.size();
+    rec.sample_scores = std::move(v);
+    record(std::move(rec), true);
+    return out;
+  }
+
+  void record(EvaluationRecord r, bool by_evaluator) {
+    r.index = log_.size();
+    r.stage = stage_;
+    const HeadMask& m = r.mask;
+    cache_.insert_or_assign(m, entry{r.score, by_evaluator, r.eliminated});
+    if (!r.sample_scores.empty()) samples_memo_.insert_or_assign(m, r.sample_scores);
+    if (r.eliminated)
+      ++eliminated_;
+    else
+      ++per_stage_[static_cast<std::size_t>(stage_)];
     log_.push_back(std::move(r));
+    const EvaluationRecord& back = log_.back();
     bool improved = false;
-    if (m.count() == target_count_ && (!best_index_ || s > log_[*best_index_].score)) {
+    if (!back.eliminated && back.mask.count() == target_count_ &&
+        (!best_index_ || back.score > log_[*best_index_].score)) {
       best_index_ = log_.size() - 1;
       improved = true;
     }
-    if (observer_ && observer_(log_.back(), improved)) stopped_ = true;
+    if (observer_ && observer_(back, improved)) stopped_ = true;
   }
 
   E& evaluator_;
@@ -374,14 +622,20 @@ class Objective {
   Stage stage_ = Stage::anchors;
   observer_type observer_;
   std::unordered_map<HeadMask, entry> cache_;
-  std::unordered_map<HeadMask, EvaluationRecord> replay_;
+  std::unordered_map<HeadMask, std::vector<EvaluationRecord>> replay_;
   std::vector<EvaluationRecord> log_;
   std::optional<std::size_t> best_index_;
   std::array<std::size_t, stage_count> per_stage_{};
   Anchors anchors_;
-  std::size_t evaluator_calls_ = 0, replayed_ = 0, cache_hits_ = 0;
+  std::size_t evaluator_calls_ = 0, replayed_ = 0, cache_hits_ = 0, eliminated_ = 0;
   double forwards_ = CostedEvaluator<E> ? 0.0 : std::numeric_limits<double>::quiet_NaN();
   bool stopped_ = false, budget_exhausted_ = false;
+  // Racing (enable_racing): per-sample scores in race order, by mask.
+  bool per_sample_ = false, racing_ = false;
+  search::RaceRule rule_;
+  std::vector<std::size_t> order_;
+  std::size_t block_ = 1;
+  std::unordered_map<HeadMask, std::vector<double>> samples_memo_;
 };
 
 }  // namespace bosch

@@ -346,6 +346,27 @@ struct Options {
   /// uses (>= 2); bounds the O(n^3) fit. Default 300 [I].
   std::size_t surrogate_points = 300;
 
+  // --- racing evaluations (docs/algorithm.md §Racing) ------------------------------------
+  /// Race the candidates of Stage 3 and of the refinement: score a candidate
+  /// sample by sample (evaluators with per-sample scores only,
+  /// bosch::PerSampleEvaluator; ignored otherwise) and stop it as soon as a
+  /// paired sequential test says, at confidence race_confidence, that it
+  /// cannot reach its parent's score. A stopped candidate is logged as
+  /// eliminated (EvaluationRecord::eliminated), is never counted as a full
+  /// evaluation (Result::evaluations) nor chosen, and feeds the surrogate only
+  /// as the noisy estimate it is. Budgets count it as one request, so the
+  /// search makes the decisions it makes without racing, on fewer samples
+  /// (Result::forwards). Default false (every candidate scored on every
+  /// sample, as before).
+  bool race = false;
+  /// 1 - alpha: a candidate whose full score would reach its parent's is
+  /// stopped with probability at most alpha per decision (under the test's
+  /// sampling model; Bonferroni over the looks). In (0, 1). Default 0.95 [I].
+  double race_confidence = 0.95;
+  /// Samples scored before the first look of the test (>= 2; the race order
+  /// interleaves the tasks, so the first samples cover every task). Default 4 [I].
+  std::size_t race_min_samples = 4;
+
   // --- evaluation and output -------------------------------------------------------------
   /// Most masks per evaluate_batch call (>= 1; batch evaluators only). Does
   /// not change results. Default 16.
@@ -474,6 +495,16 @@ void for_each_option(F&& f) {
       "most logged evaluations one surrogate fit uses",
       [](const std::size_t& v) { return v >= 2 ? std::string()
           : "must be at least 2, got " + std::to_string(v); }});
+  f(OptionField<bool>{"race", &O::race,
+      "race Stage 3 and refinement candidates sample by sample and stop those that cannot beat their parent"});
+  f(OptionField<double>{"race_confidence", &O::race_confidence,
+      "racing: 1 - alpha, alpha the chance per decision of stopping a candidate that would reach its parent",
+      [](const double& v) { return v > 0.0 && v < 1.0 ? std::string()
+          : "must lie in (0, 1), got " + std::to_string(v); }});
+  f(OptionField<std::size_t>{"race_min_samples", &O::race_min_samples,
+      "racing: samples scored before the first look of the test",
+      [](const std::size_t& v) { return v >= 2 ? std::string()
+          : "must be at least 2, got " + std::to_string(v); }});
   f(OptionField<std::size_t>{"batch_size", &O::batch_size,
       "most masks per evaluate_batch call (does not change results)",
       detail::at_least_one<std::size_t>, FieldRole::run});
@@ -505,6 +536,23 @@ struct EvaluationRecord {
   /// when the evaluator does not count its cost. A replayed record keeps the
   /// cost it had when it was first evaluated.
   double forwards = std::numeric_limits<double>::quiet_NaN();
+  /// True when the race stopped this candidate after `samples` samples
+  /// (Options::race): it cannot reach its parent's score at the race's
+  /// confidence. `score` is then an estimate, the parent's score plus the
+  /// mean per-sample difference so far, with standard error `score_sd`; it is
+  /// never chosen and never counted as a full evaluation (budgets count it as
+  /// one request).
+  bool eliminated = false;
+  /// Samples scored for this record when scores are per sample (racing on):
+  /// all N for a full evaluation, fewer when eliminated; 0 otherwise.
+  std::size_t samples = 0;
+  /// The per-sample scores, in the evaluator's race order (the first
+  /// `samples`), when racing is on: a candidate races against its parent's,
+  /// and a resumed search reads them back from the checkpoint.
+  std::vector<double> sample_scores;
+  /// The standard error of `score` as an estimate of the full score (0 for a
+  /// full evaluation).
+  double score_sd = 0.0;
 };
 
 /// The two reference scores that normalize S.
@@ -522,10 +570,14 @@ struct Result {
   double score = std::numeric_limits<double>::quiet_NaN();
   /// (score - S_swa) / (S_full - S_swa), see Objective::normalized.
   double normalized_score = std::numeric_limits<double>::quiet_NaN();
-  /// Distinct masks scored = size of `log` (replayed ones included).
+  /// Masks scored in full (replayed ones included): the size of `log` less
+  /// the eliminated records.
   std::size_t evaluations = 0;
-  /// Masks the evaluator actually scored in this process (evaluations minus
-  /// the ones replayed from a checkpoint).
+  /// Candidates the race stopped before they were scored in full
+  /// (EvaluationRecord::eliminated; 0 without Options::race).
+  std::size_t eliminated = 0;
+  /// Records the evaluator scored in this process (evaluations and
+  /// eliminated candidates, less the ones replayed from a checkpoint).
   std::size_t evaluator_calls = 0;
   /// Evaluations taken from the resumed checkpoint instead of the evaluator.
   std::size_t replayed = 0;
@@ -536,7 +588,7 @@ struct Result {
   /// search, however many times it was resumed. NaN when the evaluator does
   /// not count its cost (or a replayed record did not record it).
   double forwards = std::numeric_limits<double>::quiet_NaN();
-  /// Evaluations per stage, indexed by static_cast<std::size_t>(Stage).
+  /// Full evaluations per stage, indexed by static_cast<std::size_t>(Stage).
   std::array<std::size_t, stage_count> stage_evaluations{};
   Anchors anchors;
   /// Stage 1 best probe score per layer (NaN for layers not probed).
@@ -551,7 +603,7 @@ struct Result {
   /// Per-layer SWA counts of `mask`, and the same divided by Hkv.
   std::vector<int> layer_counts;
   std::vector<double> layer_ratios;
-  /// Every evaluation in order (replayed ones included).
+  /// Every evaluation in order (replayed and eliminated ones included).
   std::vector<EvaluationRecord> log;
   Variant variant = Variant::full;
   std::uint64_t seed = 0;

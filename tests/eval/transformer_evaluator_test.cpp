@@ -159,3 +159,82 @@ TEST_CASE("sample ranges: shares of the samples reduce to exactly the full score
   CHECK(part.sample_scores(reference).empty());
   CHECK(part.evaluate(reference) == 0.0);
 }
+
+TEST_CASE("per-sample scores and the race order: exact per sample, tasks interleaved (stories260K)") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  bosch::TransformerEvaluatorOptions eo;
+  eo.window = 16;
+  // Two tasks, listed task-major as a suite lists them: copy x3, then niah x2.
+  auto tasks = copy_tasks(model, 300, 3);
+  bosch::tasks::TaskSpec spec;
+  spec.kind = bosch::tasks::TaskKind::niah_single_1;
+  spec.context_length = 300;
+  spec.num_samples = 2;
+  spec.seed = bosch::test::seed(4);
+  spec.text_files = {bosch::test::fixture("text/emma.txt")};
+  for (auto& s : bosch::tasks::generate(spec, model.tokenizer).samples) tasks.samples.push_back(std::move(s));
+  Evaluator e(backend, tasks, eo), plain(backend, tasks, eo);
+  static_assert(bosch::PerSampleEvaluator<Evaluator>);
+  static_assert(bosch::CostedEvaluator<Evaluator>);
+  CHECK(e.race_order() == std::vector<std::size_t>{0, 3, 1, 4, 2});
+
+  boost::random::mt19937_64 rng(bosch::test::seed(5));
+  const auto layout = e.layout();
+  const bosch::HeadMask reference = random_mask(layout, rng);
+  const std::vector<std::size_t> all{0, 1, 2, 3, 4};
+  const auto ref_scores = e.score_samples(reference, {}, all);
+  CHECK(Evaluator::reduce(ref_scores) == plain.evaluate(reference));  // bitwise
+  for (int round = 0; round < 3; ++round) {
+    bosch::HeadMask m = reference;
+    const int l = 1 + round % (layout.num_layers - 1);
+    m.set(l, 0, !m.swa(l, 0));
+    const bosch::EvaluationHint hint{&reference, bosch::first_changed_layer(m, reference)};
+    // Any samples, in any order, alone or together: the same value per sample.
+    const std::vector<std::size_t> some{4, 1};
+    const auto a = e.score_samples(m, hint, some);
+    const auto b = e.score_samples(m, hint, all);
+    const auto c = plain.sample_scores(m);
+    REQUIRE(a.size() == 2);
+    CHECK(a[0] == b[4]);
+    CHECK(a[1] == b[1]);
+    for (std::size_t s = 0; s < 5; ++s) CHECK(b[s] == c[s].mean_logprob);
+    CHECK(Evaluator::reduce(b) == plain.evaluate(m));
+  }
+  // The cost counts layer applications per sample; the per-sample cache
+  // restarts the samples `some` stored on the way part-way.
+  CHECK(e.cost() == doctest::Approx(static_cast<double>(e.stats().layers_run) / layout.num_layers));
+  CHECK(e.stats().layers_saved > 0);
+  const std::vector<std::size_t> bad{5};
+  CHECK_THROWS_AS(e.score_samples(reference, {}, bad), bosch::invalid_argument);
+}
+
+TEST_CASE("a raced search on a real model: the cost is the evaluator's, eliminations save samples (stories260K)") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  bosch::TransformerEvaluatorOptions eo;
+  eo.window = 16;
+  const auto tasks = copy_tasks(model, 300, 6);
+  bosch::Options o;
+  o.target_ratio = 0.5;
+  o.seed = bosch::test::seed(6);
+  o.probe_budget = 4;
+  o.chunk_budget = 8;
+  o.race_min_samples = 3;
+  Evaluator plain(backend, tasks, eo);
+  const auto full = bosch::select(plain, o);
+  o.race = true;
+  Evaluator raced(backend, tasks, eo);
+  const auto r = bosch::select(raced, o);
+  CHECK(full.forwards == doctest::Approx(plain.cost()));
+  CHECK(r.forwards == doctest::Approx(raced.cost()));
+  CHECK(r.eliminated > 0);
+  CHECK(r.evaluations + r.eliminated == r.log.size());
+  CHECK(r.score == raced.evaluate(r.mask));  // a full score, never an estimate
+  MESSAGE("stories260K: " << r.eliminated << " of " << r.log.size() << " candidates eliminated; " << r.forwards
+                          << " sample forwards raced against " << full.forwards << " in full");
+}

@@ -54,10 +54,27 @@ class SampleToy {
   }
   std::vector<Score> sample_scores(const HeadMask& m, const EvaluationHint& = {}) {
     ++calls_;
+    scored_ += end_ - begin_;
     std::vector<Score> out;
     for (std::size_t s = begin_; s < end_; ++s) out.push_back({value(m, s)});
     return out;
   }
+  /// Racing (bosch::PerSampleEvaluator): odd samples first, then even ones.
+  std::vector<std::size_t> race_order() const {
+    std::vector<std::size_t> out;
+    for (std::size_t s = 1; s < n_; s += 2) out.push_back(s);
+    for (std::size_t s = 0; s < n_; s += 2) out.push_back(s);
+    return out;
+  }
+  std::vector<double> score_samples(const HeadMask& m, const EvaluationHint&, std::span<const std::size_t> idx) {
+    ++calls_;
+    scored_ += idx.size();
+    std::vector<double> out;
+    for (std::size_t s : idx) out.push_back(value(m, s));
+    return out;
+  }
+  /// Samples scored so far (bosch::CostedEvaluator: one sample forward each).
+  double cost() const { return static_cast<double>(scored_); }
   static double reduce(std::span<const double> v) {
     double sum = 0;
     for (double x : v) sum += x;
@@ -73,7 +90,7 @@ class SampleToy {
  private:
   HeadLayout layout_;
   std::size_t n_, begin_ = 0, end_;
-  std::size_t calls_ = 0;
+  std::size_t calls_ = 0, scored_ = 0;
 };
 
 }  // namespace bosch::test::mpi

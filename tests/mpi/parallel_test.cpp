@@ -60,8 +60,22 @@ void check_same_result(const bosch::Result& a, const bosch::Result& b) {
   CHECK(a.mask == b.mask);
   CHECK(same_bits(a.score, b.score));
   CHECK(a.evaluations == b.evaluations);
+  CHECK(a.eliminated == b.eliminated);
   CHECK(a.stopped == b.stopped);
   check_same_log(a.log, b.log);
+}
+
+/// The race fields of two logs, bit for bit.
+void check_same_races(const std::vector<bosch::EvaluationRecord>& a, const std::vector<bosch::EvaluationRecord>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].eliminated == b[i].eliminated);
+    CHECK(a[i].samples == b[i].samples);
+    CHECK(same_bits(a[i].score_sd, b[i].score_sd));
+    REQUIRE(a[i].sample_scores.size() == b[i].sample_scores.size());
+    for (std::size_t k = 0; k < a[i].sample_scores.size(); ++k)
+      CHECK(same_bits(a[i].sample_scores[k], b[i].sample_scores[k]));
+  }
 }
 
 bosch::Options small_options(std::uint64_t seed) {
@@ -253,5 +267,131 @@ TEST_CASE("the transformer evaluator spread over processes gives one process's s
     // Each process ran only its share of the samples.
     const auto [b, e] = inner.sample_range();
     CHECK(e - b <= 5 / static_cast<std::size_t>(par.group_size()) + 1);
+  }
+}
+
+TEST_CASE("per-sample scores of any samples are one process's, in every mode") {
+  const bosch::HeadLayout layout{5, 6, 3};
+  boost::random::mt19937_64 rng(bosch::test::seed(12));
+  boost::random::uniform_int_distribution<int> bit(0, 1);
+  for (std::size_t samples : {1u, 4u, 7u}) {
+    SampleToy whole(layout, samples);
+    boost::random::uniform_int_distribution<std::size_t> pick(0, samples - 1), width(0, 2 * samples);
+    for (const auto& opt : all_settings()) {
+      const std::string label = name(opt) + ", samples " + std::to_string(samples);
+      CAPTURE(label);
+      SampleToy inner(layout, samples);
+      bm::ParallelEvaluator par(inner, world(), opt);
+      CHECK(par.race_order() == whole.race_order());
+      for (int round = 0; round < 5; ++round) {
+        bosch::HeadMask m(layout);
+        for (std::size_t i = 0; i < m.size(); ++i) m.set_flat(i, bit(rng) != 0);
+        std::vector<std::size_t> idx(width(rng));
+        for (auto& s : idx) s = pick(rng);  // any samples, repeats included
+        const auto got = par.score_samples(m, {}, idx);
+        REQUIRE(got.size() == idx.size());
+        for (std::size_t k = 0; k < idx.size(); ++k) CHECK(same_bits(got[k], SampleToy::value(m, idx[k])));
+      }
+      // The cost is every process's samples, the same on every process.
+      CHECK(world().max(static_cast<int>(par.cost())) == static_cast<int>(par.cost()));
+    }
+  }
+}
+
+TEST_CASE("a raced search gives one process's mask, log and eliminations in every mode") {
+  const bosch::HeadLayout layout{6, 4, 4};
+  for (std::uint64_t seed : {1u, 2u}) {
+    auto o = small_options(bosch::test::seed(seed));
+    o.race = true;
+    o.race_min_samples = 3;
+    SampleToy whole(layout, 8);
+    const bosch::Result ref = bosch::select(whole, o);
+    REQUIRE(ref.eliminated > 0);
+    for (const auto& opt : all_settings()) {
+      const std::string label = name(opt);
+      CAPTURE(label);
+      SampleToy inner(layout, 8);
+      bm::ParallelEvaluator par(inner, world(), opt);
+      const bosch::Result r = bm::select(par, o);
+      check_same_result(r, ref);
+      check_same_races(r.log, ref.log);
+    }
+  }
+}
+
+TEST_CASE("a raced search resumed on another process count replays rank 0's checkpoint") {
+  const bosch::HeadLayout layout{6, 4, 4};
+  auto o = small_options(bosch::test::seed(9));
+  o.race = true;
+  o.race_min_samples = 3;
+  SampleToy whole(layout, 8);
+  const bosch::Result ref = bosch::select(whole, o);
+  REQUIRE(ref.eliminated > 0);
+  std::size_t first = 0;
+  while (!ref.log[first].eliminated) ++first;
+  // A single process writes the checkpoint up to just after the first elimination.
+  std::string shared = bosch::test::scratch_path("mpi", "raced.checkpoint").string();
+  world().broadcast(shared);
+  if (world().root()) {
+    std::filesystem::remove(shared);
+    SampleToy one(layout, 8);
+    bosch::Checkpoint ck(shared, 1);
+    struct Cut {
+      std::size_t at;
+      bool on_evaluation(const bosch::SearchView& v, const bosch::EvaluationRecord&) { return v.evaluations >= at; }
+    } cut{first + 2};
+    (void)bosch::select(one, o, ck, cut);
+  }
+  world().barrier();
+  const std::string path = world().root() ? shared : "/nonexistent-bosch-dir/raced.checkpoint";
+  SampleToy inner(layout, 8);
+  bm::ParallelEvaluator par(inner, world(), {});
+  bosch::Checkpoint ck(path, 0, bosch::Checkpoint::resume);
+  const bosch::Result r = bm::select(par, o, ck);
+  check_same_result(r, ref);
+  check_same_races(r.log, ref.log);
+  CHECK(r.replayed == first + 2);
+  world().barrier();
+  if (world().root()) std::filesystem::remove(shared);
+}
+
+TEST_CASE("racing and the cost on the transformer evaluator spread over processes (stories260K)") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  const auto text = bosch::test::fixture("text/emma.txt");
+  if (path.empty() || text.empty()) return;
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model, {.threads = 1});
+  bosch::tasks::TaskSpec spec;
+  spec.kind = bosch::tasks::TaskKind::copy;
+  spec.context_length = 300;
+  spec.num_samples = 6;
+  spec.seed = bosch::test::seed(7);
+  spec.text_files = {text};
+  const auto tasks = bosch::tasks::generate(spec, model.tokenizer);
+  bosch::TransformerEvaluatorOptions eo;
+  eo.window = 16;
+  bosch::Options o = small_options(bosch::test::seed(8));
+  o.chunk_budget = 8;
+  for (bool race : {false, true}) {
+    CAPTURE(race);
+    o.race = race;
+    o.race_min_samples = 3;
+    bosch::TransformerEvaluator<bosch::cpu::Backend> whole(backend, tasks, eo);
+    const bosch::Result ref = bosch::select(whole, o);
+    CHECK(ref.forwards == doctest::Approx(whole.cost()));
+    if (race) MESSAGE("stories260K raced: " << ref.eliminated << " of " << ref.log.size() << " records eliminated");
+    for (const auto& opt : all_settings()) {
+      const std::string label = name(opt);
+      CAPTURE(label);
+      bosch::TransformerEvaluator<bosch::cpu::Backend> inner(backend, tasks, eo);
+      bm::ParallelEvaluator par(inner, world(), opt);
+      const bosch::Result r = bm::select(par, o);
+      check_same_result(r, ref);
+      check_same_races(r.log, ref.log);
+      // Without racing, in samples mode, each sample's forwards run on one
+      // process whose cache sees one process's requests: the same cost, to the bit.
+      if (!race && opt.mode == bm::Mode::samples) CHECK(same_bits(r.forwards, ref.forwards));
+      CHECK(world().max(static_cast<int>(r.forwards)) == static_cast<int>(r.forwards));
+    }
   }
 }

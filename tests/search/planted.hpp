@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace bosch::test {
@@ -361,6 +363,84 @@ struct CostedEvaluator {
   double cost() const {
     return static_cast<double>(layer_applications) / static_cast<double>(layout().num_layers);
   }
+};
+
+}  // namespace bosch::test
+
+namespace bosch::test {
+
+/// Per-sample noise on any planted objective, making it a
+/// bosch::PerSampleEvaluator (racing) and a bosch::CostedEvaluator. There are
+/// N = tasks * per_task samples, sample s belonging to task s / per_task
+/// (task-major, as a task suite lists them); sample s scores
+///
+///     f(m) + sigma * task_scale[task] * (e_s(m) - mean_t e_t(m)),
+///
+/// with f the planted objective and e_s(m) a pseudo-random, roughly normal
+/// draw (sum of four uniforms, centred, unit variance) seeded by the mask's
+/// bits, `seed` and s. The noise sums to zero over the samples, so the score
+/// (their mean) is f(m) up to rounding and the planted optimum stands, while
+/// every single sample is noisy with a known spread. The race order
+/// interleaves the tasks; cost() counts the samples scored (one sample
+/// forward each). `parent_of` remembers, per mask, the hint's reference of
+/// its last scoring (the parent a race compared it with).
+template <class Inner>
+struct NoisySamples {
+  Inner inner;
+  std::size_t tasks = 4, per_task = 2;
+  double sigma = 0.05;
+  std::vector<double> task_scale{0.5, 1.0, 1.5, 2.0};
+  std::uint64_t seed = 0;
+  std::size_t scored = 0;
+  std::unordered_map<HeadMask, HeadMask> parent_of;
+
+  explicit NoisySamples(Inner i) : inner(std::move(i)) {}
+  HeadLayout layout() const { return inner.layout(); }
+  std::size_t sample_count() const { return tasks * per_task; }
+  std::vector<std::size_t> race_order() const {
+    std::vector<std::size_t> out;
+    for (std::size_t k = 0; k < per_task; ++k)
+      for (std::size_t t = 0; t < tasks; ++t) out.push_back(t * per_task + k);
+    return out;
+  }
+  /// The noise of every sample of `m` (centred).
+  std::vector<double> noise(const HeadMask& m) const {
+    std::uint64_t h = seed ^ 0x9e3779b97f4a7c15ull;
+    for (std::size_t i = 0; i < m.size(); ++i) h = bosch::search::mix64(h ^ (m[i] ? 0xa5a5u + i : i));
+    std::vector<double> e(sample_count());
+    double mean = 0;
+    for (std::size_t s = 0; s < e.size(); ++s) {
+      bosch::search::engine g(bosch::search::mix64(h + s));
+      double u = 0;
+      for (int k = 0; k < 4; ++k) u += bosch::search::uniform01(g);
+      e[s] = (u - 2.0) * std::sqrt(3.0);
+      mean += e[s];
+    }
+    mean /= static_cast<double>(e.size());
+    for (auto& x : e) x -= mean;
+    return e;
+  }
+  std::vector<double> score_samples(const HeadMask& m, const EvaluationHint& h, std::span<const std::size_t> idx) {
+    if (h.reference) parent_of.insert_or_assign(m, *h.reference);
+    const double f = inner.evaluate(m);
+    const std::vector<double> e = noise(m);
+    std::vector<double> out;
+    for (std::size_t s : idx) out.push_back(f + sigma * task_scale[(s / per_task) % task_scale.size()] * e[s]);
+    scored += idx.size();
+    return out;
+  }
+  static double reduce(std::span<const double> v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  }
+  double evaluate(const HeadMask& m) {
+    std::vector<std::size_t> all(sample_count());
+    for (std::size_t s = 0; s < all.size(); ++s) all[s] = s;
+    const auto v = score_samples(m, {}, all);
+    return reduce(v);
+  }
+  double cost() const { return static_cast<double>(scored); }
 };
 
 }  // namespace bosch::test

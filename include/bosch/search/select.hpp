@@ -78,6 +78,7 @@ class search_run {
   Result run() {
     const Options& o = options_;
     obj_.set_batch_size(o.batch_size);
+    obj_.enable_racing(o);
     {
       const SearchView v = view();
       std::apply(
@@ -155,10 +156,13 @@ class search_run {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
 
-  /// Starts a stage; false when the search is already stopping.
+  /// Starts a stage; false when the search is already stopping. Candidates
+  /// race (Options::race) in Stage 3 and in the refinement only: the Stage 1
+  /// probes' scores all feed the per-head values.
   bool begin(Stage s) {
     if (obj_.stopped()) return false;
     obj_.set_stage(s);
+    obj_.set_racing(s == Stage::groups || s == Stage::refine);
     const SearchView v = view();
     bool stop = false;
     std::apply([&](auto&... c) { ((stop |= call_begin_stage(c, v, s)), ...); }, cbs_);
@@ -350,13 +354,7 @@ class search_run {
       const HeadMask* best = obj_.best_mask();
       if (best == nullptr) return true;
       const HeadMask focus = *best;
-      std::vector<HeadMask> masks;
-      std::vector<double> scores;
-      for (const auto& r : obj_.log()) {
-        masks.push_back(r.mask);
-        scores.push_back(r.score);
-      }
-      model.fit(masks, scores, focus, i == 0);
+      search::fit_to_log(model, obj_, focus, i == 0);
       if (!model.ready()) return true;
       const search::SubProblem p =
           search::single_group(focus, heads, static_cast<int>(target_), 1, 0, false, nullptr);
@@ -471,7 +469,8 @@ class search_run {
       res.score = *score;
       res.normalized_score = obj_.normalized(*score);
     }
-    res.evaluations = obj_.evaluations();
+    res.evaluations = obj_.evaluations() - obj_.eliminated();
+    res.eliminated = obj_.eliminated();
     res.evaluator_calls = obj_.evaluator_calls();
     res.replayed = obj_.replayed();
     res.cache_hits = obj_.cache_hits();

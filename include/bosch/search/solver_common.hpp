@@ -26,7 +26,9 @@ namespace bosch::search {
 namespace detail {
 
 /// New evaluations the solver may spend on its next step, at most `want`
-/// (its own budget minus `hold`, then the objective's total budget).
+/// (its own budget minus `hold`, then the objective's total budget). `e0` is
+/// the log size when the solve began; every record counts, a candidate a race
+/// eliminated (Options::race) included.
 template <class O>
 std::size_t allowance(O& obj, const SubProblem& p, std::size_t e0, std::size_t want,
                       std::size_t hold = 0) {

@@ -44,20 +44,30 @@ struct surrogate_candidate {
   double score = 0;  // acquisition value
 };
 
-/// Fits `model` to the objective's log, focused on `focus`.
+}  // namespace detail
+
+/// Fits `model` to the objective's log, focused on `focus`. A candidate a race
+/// eliminated (Options::race) enters as what it is, a noisy estimate: its
+/// score (the parent's plus the mean per-sample difference) with its standard
+/// error's square added to the model's noise for that point alone.
 template <class O>
 void fit_to_log(Surrogate& model, const O& obj, const HeadMask& focus, bool retune) {
   const auto& log = obj.log();
   std::vector<HeadMask> masks;
-  std::vector<double> scores;
+  std::vector<double> scores, extra;
   masks.reserve(log.size());
   scores.reserve(log.size());
+  bool any = false;
   for (const auto& r : log) {
     masks.push_back(r.mask);
     scores.push_back(r.score);
+    extra.push_back(r.eliminated ? r.score_sd * r.score_sd : 0.0);
+    any = any || r.eliminated;
   }
-  model.fit(masks, scores, focus, retune);
+  model.fit(masks, scores, focus, retune, any ? std::span<const double>(extra) : std::span<const double>());
 }
+
+namespace detail {
 
 }  // namespace detail
 
@@ -85,7 +95,7 @@ SubResult solve_surrogate(O& obj, const SubProblem& p, const Options& o) {
     if (nprop == 0) break;
     const std::size_t n_log = obj.log().size();
     const bool retune = tuned_at == 0 || n_log >= tuned_at + tuned_at / 4 + 8;
-    detail::fit_to_log(model, obj, parent_mask, retune);
+    fit_to_log(model, obj, parent_mask, retune);
     if (retune) tuned_at = n_log;
 
     // Candidates, in a fixed order: single swaps, then doubles of the best
@@ -167,24 +177,30 @@ SubResult solve_surrogate(O& obj, const SubProblem& p, const Options& o) {
     order.resize(std::min(order.size(), nprop));
     std::vector<HeadMask> masks;
     for (std::size_t i : order) masks.push_back(cands[i].mask);
-    const auto scores = obj.evaluate_many(masks, &parent_mask);
+    // A raced candidate (Options::race) may be eliminated: it lost to the parent.
+    const auto outcomes = obj.compete(masks, parent_mask, parent_score);
 
     std::optional<std::size_t> pick;
+    bool answered = false;
     for (std::size_t j = 0; j < masks.size(); ++j) {
-      if (!scores[j]) continue;
+      answered = answered || outcomes[j].eliminated;
+      if (!outcomes[j].score) continue;
+      answered = true;
       const auto& st = cands[order[j]].state;
-      history.emplace_back(st, *scores[j]);
-      if (!pick || *scores[j] > *scores[*pick]) pick = j;
+      history.emplace_back(st, *outcomes[j].score);
+      if (!pick || *outcomes[j].score > *outcomes[*pick].score) pick = j;
     }
-    if (!pick) break;
+    if (!answered) break;
     const double before = best.score;
     for (std::size_t j = 0; j < masks.size(); ++j)
-      if (scores[j]) best.offer(cands[order[j]].state, *scores[j]);
-    const double cs = *scores[*pick];
-    if (cs > parent_score || (o.accept_equal && cs == parent_score)) {
-      parent = cands[order[*pick]].state;
-      parent_mask = masks[*pick];
-      parent_score = cs;
+      if (outcomes[j].score) best.offer(cands[order[j]].state, *outcomes[j].score);
+    if (pick) {
+      const double cs = *outcomes[*pick].score;
+      if (cs > parent_score || (o.accept_equal && cs == parent_score)) {
+        parent = cands[order[*pick]].state;
+        parent_mask = masks[*pick];
+        parent_score = cs;
+      }
     }
     if (best.score > before) {
       fails = 0;

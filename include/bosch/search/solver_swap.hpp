@@ -63,16 +63,27 @@ SubResult solve_swap(O& obj, const SubProblem& p, const Options& o) {
       continue;
     }
     idle = 0;
-    const auto scores = obj.evaluate_many(masks, &parent_mask);
+    // A raced proposal (Options::race) may be eliminated: it lost to the parent.
+    const auto outcomes = obj.compete(masks, parent_mask, parent_score);
+    std::vector<std::optional<double>> scores(props.size());
     std::optional<std::size_t> pick;
     std::vector<std::size_t> improving;
+    bool answered = false;
     for (std::size_t j = 0; j < props.size(); ++j) {
+      answered = answered || outcomes[j].eliminated;
+      scores[j] = outcomes[j].score;
       if (!scores[j]) continue;
+      answered = true;
       w.record(props[j], *scores[j]);
       if (!pick || *scores[j] > *scores[*pick]) pick = j;
       if (*scores[j] > parent_score) improving.push_back(j);
     }
-    if (!pick) break;
+    if (!answered) break;
+    if (!pick) {  // every proposal eliminated: a failed generation
+      ++fails;
+      if (m == m_max && fails >= (m_max - 1) * sweep + o.restart_after && !restart()) break;
+      continue;
+    }
     std::vector<std::uint8_t> next = props[*pick];
     HeadMask next_mask = masks[*pick];
     double cs = *scores[*pick];

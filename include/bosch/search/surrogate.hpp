@@ -152,9 +152,12 @@ class Surrogate {
 
   /// Fits the model to the logged masks and scores nearest to `focus`
   /// (`masks` and `scores` of equal length). Hyperparameters are chosen
-  /// again when `retune` or when none were chosen yet.
+  /// again when `retune` or when none were chosen yet. `extra_variance`
+  /// (empty, or one per mask, in squared score units) is added to the noise
+  /// of each point: a score known only as a noisy estimate (a candidate a
+  /// race eliminated) weighs less.
   void fit(std::span<const HeadMask> masks, std::span<const double> scores, const HeadMask& focus,
-           bool retune) {
+           bool retune, std::span<const double> extra_variance = {}) {
     // The nearest observations (Hamming distance to the focus; later first on ties).
     const std::size_t total = masks.size();
     std::vector<std::size_t> order(total);
@@ -172,10 +175,12 @@ class Surrogate {
     std::sort(order.begin(), order.end());
     points_.clear();
     y_.clear();
+    extra_.clear();
     if (total > 0) layout_ = masks[0].layout();
     for (std::size_t i : order) {
       points_.emplace_back(masks[i]);
       y_.push_back(scores[i]);
+      if (!extra_variance.empty()) extra_.push_back(extra_variance[i]);
     }
     const std::size_t n = points_.size();
     ready_ = false;
@@ -189,6 +194,7 @@ class Surrogate {
     scale_ = std::sqrt(var / static_cast<double>(n));
     if (!(scale_ > 0)) return;  // a constant: predict the mean
     for (double& v : y_) v = (v - mean_) / scale_;
+    for (double& v : extra_) v /= scale_ * scale_;
     // Overlaps are independent of the hyperparameters: compute them once.
     lin_.assign(n * n, 0.0);
     pair_.assign(n * n, 0.0);
@@ -313,7 +319,10 @@ class Surrogate {
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j <= i; ++j) {
         double v = 1.0 + s1 * lin_[i * n + j] + s2 * pair_[i * n + j];
-        if (i == j) v += noise;
+        if (i == j) {
+          v += noise;
+          if (!extra_.empty()) v += extra_[i];
+        }
         for (std::size_t k = 0; k < j; ++k) v -= chol_[i * n + k] * chol_[j * n + k];
         if (i == j) {
           if (!(v > 0)) return false;
@@ -347,6 +356,7 @@ class Surrogate {
   HeadLayout layout_{};
   std::vector<PackedMask> points_;
   std::vector<double> y_;
+  std::vector<double> extra_;  // per-point noise added (standardized), empty when none
   std::vector<double> lin_, pair_;
   std::vector<double> chol_, alpha_;
   double mean_ = 0, scale_ = 1;

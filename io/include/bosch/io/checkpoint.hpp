@@ -13,13 +13,16 @@
 ///      "complete": false,
 ///      "evaluations": [{"index": 0, "stage": "anchors", "mask": "0000...",
 ///                       "score": 0.93, "seconds": 1.5, "forwards": 4}, ...],
+///      (with Options::race also "samples", "sample_scores" and, for a
+///      candidate the race stopped, "eliminated": true and "score_sd")
 ///      "log_checksum": "89ab...", "checksum": "01cd..."}
 ///
 /// "mask" is the layer-major bit string ('1' = SWA) of L*Hkv characters;
 /// "forwards" (EvaluationRecord::forwards) is present only when the evaluator
 /// counts its cost, so that a resumed search reports the cost of all of it;
 /// "log_checksum" is FNV-1a 64 (16 hex digits) over the records' indices,
-/// mask bits, stage names and score bit patterns; "checksum" is FNV-1a 64
+/// mask bits, stage names and score bit patterns (and, where present, the
+/// race fields: the eliminated flag, samples, sample score and score_sd bits); "checksum" is FNV-1a 64
 /// over the compact JSON text (nlohmann::json::dump(), keys sorted) of the
 /// whole document without "checksum", so a damaged file is detected even when
 /// it is still valid JSON, whichever field the damage hit (a timing, an
@@ -92,6 +95,18 @@ inline std::uint64_t log_checksum(const std::vector<EvaluationRecord>& log) {
     static_assert(sizeof bits == sizeof r.score);
     std::memcpy(&bits, &r.score, sizeof bits);
     mix(bits);
+    // Racing fields (Options::race) only where present, so that the checksum
+    // of a checkpoint without them is what it always was.
+    if (r.samples > 0 || r.eliminated) {
+      mix(r.eliminated ? 1u : 0u);
+      mix(r.samples);
+      for (double v : r.sample_scores) {
+        std::memcpy(&bits, &v, sizeof bits);
+        mix(bits);
+      }
+      std::memcpy(&bits, &r.score_sd, sizeof bits);
+      mix(bits);
+    }
   }
   return h;
 }
@@ -134,6 +149,14 @@ inline nlohmann::json checkpoint_json(const HeadLayout& layout, const Options& o
                        {"score", r.score},
                        {"seconds", r.seconds}};
     if (std::isfinite(r.forwards)) rec["forwards"] = r.forwards;
+    if (r.samples > 0) {
+      rec["samples"] = r.samples;
+      rec["sample_scores"] = r.sample_scores;
+    }
+    if (r.eliminated) {
+      rec["eliminated"] = true;
+      rec["score_sd"] = r.score_sd;
+    }
     recs.push_back(std::move(rec));
   }
   nlohmann::json doc{{"magic", "bosch.checkpoint"},
@@ -260,6 +283,22 @@ inline CheckpointData read_checkpoint(const std::filesystem::path& path) {
     e.score = detail::json_number(in(r, "score", at), at + ".score");
     e.seconds = detail::json_number(in(r, "seconds", at), at + ".seconds");
     if (r.contains("forwards")) e.forwards = detail::json_number(r.at("forwards"), at + ".forwards");
+    if (r.contains("samples")) {
+      e.samples = detail::json_integer<std::size_t>(r.at("samples"), at + ".samples");
+      const auto& v = in(r, "sample_scores", at);
+      if (!v.is_array() || v.size() != e.samples)
+        throw format_error("expected an array of " + std::to_string(e.samples) + " numbers", at + ".sample_scores");
+      for (std::size_t k = 0; k < v.size(); ++k)
+        e.sample_scores.push_back(detail::json_number(v[k], at + ".sample_scores[" + std::to_string(k) + "]"));
+    }
+    if (r.contains("eliminated")) {
+      if (!r.at("eliminated").is_boolean()) throw format_error("not a bool", at + ".eliminated");
+      e.eliminated = r.at("eliminated").get<bool>();
+      if (e.eliminated) {
+        e.score_sd = detail::json_number(in(r, "score_sd", at), at + ".score_sd");
+        if (e.samples == 0) throw format_error("an eliminated record needs its samples", at + ".samples");
+      }
+    }
     d.log.push_back(std::move(e));
   }
   if (string_field(field("log_checksum"), where + ": log_checksum") !=

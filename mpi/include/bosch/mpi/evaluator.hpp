@@ -41,6 +41,17 @@
 /// Mode::masks a group's cache holds only its own masks' streams, so the cost
 /// depends on the grouping; the scores never do.
 ///
+/// Racing (bosch::PerSampleEvaluator, when the wrapped evaluator has it, for
+/// Options::race): score_samples() spreads the samples asked for over every
+/// process of the communicator, in either mode; a sample is scored by the
+/// process whose share of all samples (share(N, P, rank)) holds it, the
+/// per-sample scores are all-gathered and returned in the order asked. The
+/// search's decisions depend only on those scores, so a raced search gives
+/// the same mask and log for any process count. race_block() is the process
+/// count: once a race is under way each call gives every process about one
+/// sample; a block may score a few samples past the point where the race
+/// stops (counted in the cost, never in the decisions).
+///
 /// Every member that scores is collective over the communicator.
 
 #include <bosch/error.hpp>
@@ -225,6 +236,67 @@ class ParallelEvaluator {
     return out;
   }
 
+  /// The calibration samples (all of them, over every process).
+  std::size_t sample_count() const noexcept { return samples_; }
+  /// The wrapped evaluator's race order (bosch::PerSampleEvaluator).
+  std::vector<std::size_t> race_order() const
+    requires PerSampleEvaluator<E>
+  {
+    return static_cast<std::vector<std::size_t>>(inner_->race_order());
+  }
+  /// The wrapped evaluator's combination of per-sample scores (in sample order).
+  static double reduce(std::span<const double> v)
+    requires PerSampleEvaluator<E>
+  {
+    return static_cast<double>(E::reduce(v));
+  }
+  /// Samples worth scoring in one call once a race is under way: one per process.
+  std::size_t race_block() const noexcept { return static_cast<std::size_t>(comm_->size()); }
+
+  /// The per-sample scores of `mask` for the samples `samples`, in that
+  /// order, each scored by the process whose share holds it (see the file
+  /// comment). Collective; the same on every process.
+  std::vector<double> score_samples(const HeadMask& mask, const EvaluationHint& hint,
+                                    std::span<const std::size_t> samples)
+    requires PerSampleEvaluator<E>
+  {
+    const std::size_t p = static_cast<std::size_t>(comm_->size()), me = static_cast<std::size_t>(comm_->rank());
+    std::vector<std::size_t> owner(samples.size()), mine;
+    for (std::size_t k = 0; k < samples.size(); ++k) {
+      if (samples[k] >= samples_)
+        throw invalid_argument("sample " + std::to_string(samples[k]) + " is not within the " +
+                                   std::to_string(samples_) + " samples",
+                               "ParallelEvaluator::score_samples");
+      owner[k] = owner_of(samples[k]);
+      if (owner[k] == me) mine.push_back(samples[k]);
+    }
+    EvaluationHint h = hint;
+    if (hint.reference != nullptr) h.first_changed_layer = first_changed_layer(mask, *hint.reference);
+    const double before = inner_cost();
+    std::vector<double> local;
+    if (!mine.empty())
+      local = static_cast<std::vector<double>>(inner_->score_samples(mask, h, std::span<const std::size_t>(mine)));
+    if (local.size() != mine.size())
+      throw error("score_samples returned " + std::to_string(local.size()) + " scores for " +
+                      std::to_string(mine.size()) + " samples",
+                  "ParallelEvaluator");
+    local.push_back(units_since(before));
+    const std::vector<double> gathered = p > 1 ? comm_->all_gather(local) : local;
+    if (gathered.size() != samples.size() + p)
+      throw error("gathered " + std::to_string(gathered.size()) + " values, expected " +
+                      std::to_string(samples.size() + p),
+                  "ParallelEvaluator");
+    // Rank r's values are its samples in the order asked, then its work.
+    std::vector<double> out(samples.size());
+    std::size_t at = 0;
+    for (std::size_t r = 0; r < p; ++r) {
+      for (std::size_t k = 0; k < samples.size(); ++k)
+        if (owner[k] == r) out[k] = gathered[at++];
+      cost_units_ += gathered[at++];
+    }
+    return out;
+  }
+
   /// The whole communicator's work so far in full-model sample forwards
   /// (bosch::CostedEvaluator; see the file comment): the same on every process.
   double cost() const
@@ -246,6 +318,13 @@ class ParallelEvaluator {
   const E& inner() const noexcept { return *inner_; }
 
  private:
+  /// The process whose share of all the samples holds sample `s`.
+  std::size_t owner_of(std::size_t s) const {
+    const std::size_t p = static_cast<std::size_t>(comm_->size());
+    for (std::size_t r = 0; r < p; ++r)
+      if (s < share(samples_, p, r).second) return r;
+    return p - 1;
+  }
   /// The wrapped evaluator's cost counter (0 without one).
   double inner_cost() const {
     if constexpr (CostedEvaluator<E>)

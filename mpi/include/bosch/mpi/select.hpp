@@ -57,6 +57,12 @@ inline double double_of(std::uint64_t b) {
   return v;
 }
 
+inline std::vector<std::uint64_t> sample_bits(const std::vector<double>& v) {
+  std::vector<std::uint64_t> out;
+  for (double x : v) out.push_back(bits_of(x));
+  return out;
+}
+
 /// The records as JSON text, scores and times as exact bit patterns.
 inline std::string encode_records(const std::vector<EvaluationRecord>& log) {
   nlohmann::json recs = nlohmann::json::array();
@@ -68,7 +74,11 @@ inline std::string encode_records(const std::vector<EvaluationRecord>& log) {
                     {"mask", m},
                     {"score", bits_of(r.score)},
                     {"seconds", bits_of(r.seconds)},
-                    {"forwards", bits_of(r.forwards)}});
+                    {"forwards", bits_of(r.forwards)},
+                    {"eliminated", r.eliminated},
+                    {"samples", r.samples},
+                    {"sample_scores", sample_bits(r.sample_scores)},
+                    {"score_sd", bits_of(r.score_sd)}});
   }
   return nlohmann::json{{"ok", true}, {"records", std::move(recs)}}.dump();
 }
@@ -86,6 +96,10 @@ inline std::vector<EvaluationRecord> decode_records(const nlohmann::json& j, con
     e.score = double_of(r.at("score").get<std::uint64_t>());
     e.seconds = double_of(r.at("seconds").get<std::uint64_t>());
     e.forwards = double_of(r.at("forwards").get<std::uint64_t>());
+    e.eliminated = r.at("eliminated").get<bool>();
+    e.samples = r.at("samples").get<std::size_t>();
+    for (const auto& b : r.at("sample_scores")) e.sample_scores.push_back(double_of(b.get<std::uint64_t>()));
+    e.score_sd = double_of(r.at("score_sd").get<std::uint64_t>());
     out.push_back(std::move(e));
   }
   return out;

@@ -11,13 +11,17 @@
 /// Capabilities (evaluator.hpp):
 ///  - hinted evaluation: the residual stream entering layer l depends only on the
 ///    mask bits below l, so streams are cached (ResidualCache, bounded by
-///    Options::cache_bytes) and a forward restarts from the deepest cached layer
-///    of the mask's own prefix. With a hint (reference mask, first changed layer
-///    f) the streams entering layers up to f are stored on the way, so the
-///    following masks derived from the same reference start at f. The score is
-///    bit-identical to a full evaluation: layer-wise runs equal the full forward.
+///    Options::cache_bytes, one entry per sample and layer) and each sample's
+///    forward restarts from the deepest cached layer of the mask's own prefix.
+///    With a hint (reference mask, first changed layer f) the streams entering
+///    layers up to f are stored on the way, so the following masks derived
+///    from the same reference start at f. The score is bit-identical to a full
+///    evaluation: layer-wise runs equal the full forward.
 ///  - cost (bosch::CostedEvaluator): layer applications summed over samples,
 ///    divided by the layer count, i.e. full-model sample forwards.
+///  - per-sample scores (bosch::PerSampleEvaluator, racing): score_samples()
+///    scores any calibration samples, race_order() interleaves the tasks, and
+///    the score is reduce() of the per-sample scores.
 ///  - batch evaluation: masks in order (the CPU backend gains nothing from
 ///    interleaving; a GPU backend batches inside its forward).
 ///  - a share of the samples: set_sample_range(begin, end) makes it score only
@@ -47,14 +51,14 @@ struct TransformerEvaluatorOptions {
   int window = 256;  ///< w: an SWA query i sees keys i-w < j <= i (the paper: 1024 at 32k)
   int sinks = 0;     ///< s: plus the first s keys (docs/algorithm.md §Open choices 6; default none)
   /// Bound on the residual-stream cache in bytes (0 disables it). One entry is
-  /// the stream of every calibration sample at one layer:
-  /// sum(sample tokens) * hidden * 4 bytes.
+  /// the stream of one calibration sample at one layer: its tokens * hidden * 4
+  /// bytes.
   std::size_t cache_bytes = std::size_t{2} << 30;
 };
 
 /// Counters of the work an evaluator did.
 struct TransformerEvaluatorStats {
-  std::size_t evaluations = 0;    ///< masks scored
+  std::size_t evaluations = 0;    ///< scoring calls (a mask, or a race's block of samples of one)
   std::size_t layers_run = 0;     ///< layer applications, summed over samples
   std::size_t layers_saved = 0;   ///< layer applications skipped thanks to the cache
 };
@@ -80,6 +84,8 @@ class TransformerEvaluator {
     for (const auto& s : calibration.samples) {
       inputs_.push_back(tasks::teacher_forcing(s));
       answers_.push_back(s.answer);
+      sample_bytes_.push_back(inputs_.back().tokens.size() * static_cast<std::size_t>(cfg.hidden_size) *
+                              sizeof(float));
     }
     tasks_ = std::move(calibration);
     set_sample_range(0, inputs_.size());
@@ -105,9 +111,10 @@ class TransformerEvaluator {
   /// The samples scored, [first, second): all of them unless set_sample_range() was called.
   std::pair<std::size_t, std::size_t> sample_range() const noexcept { return {begin_, end_}; }
   /// From now on score only samples [begin, end) (begin == end: none):
-  /// sample_scores() returns their scores, evaluate() their mean. Clears the
-  /// residual cache, whose entries hold the streams of the scored samples.
-  /// Throws bosch::invalid_argument unless begin <= end <= sample_count().
+  /// sample_scores() returns their scores, evaluate() their mean
+  /// (score_samples() still scores whichever samples it is given). Clears
+  /// the residual cache. Throws bosch::invalid_argument unless
+  /// begin <= end <= sample_count().
   void set_sample_range(std::size_t begin, std::size_t end) {
     if (begin > end || end > inputs_.size())
       throw invalid_argument("sample range [" + std::to_string(begin) + ", " + std::to_string(end) +
@@ -115,11 +122,51 @@ class TransformerEvaluator {
                              "TransformerEvaluator::set_sample_range");
     begin_ = begin;
     end_ = end;
-    entry_bytes_ = 0;
-    for (std::size_t s = begin; s < end; ++s)
-      entry_bytes_ += inputs_[s].tokens.size() * static_cast<std::size_t>(backend_->config().hidden_size) *
-                      sizeof(float);
     cache_.clear();
+  }
+
+  /// The order in which a race scores the samples (bosch::PerSampleEvaluator):
+  /// the tasks interleaved (the first sample of every task in order of first
+  /// appearance, then every task's second, ...), so that the first looks of
+  /// a race see every task.
+  std::vector<std::size_t> race_order() const {
+    std::vector<std::string> names;
+    std::vector<std::vector<std::size_t>> by_task;
+    for (std::size_t s = 0; s < tasks_.samples.size(); ++s) {
+      const std::string& t = tasks_.samples[s].task;
+      const auto it = std::find(names.begin(), names.end(), t);
+      const std::size_t k = static_cast<std::size_t>(it - names.begin());
+      if (it == names.end()) {
+        names.push_back(t);
+        by_task.emplace_back();
+      }
+      by_task[k].push_back(s);
+    }
+    std::vector<std::size_t> out;
+    for (std::size_t round = 0; out.size() < tasks_.samples.size(); ++round)
+      for (const auto& t : by_task)
+        if (round < t.size()) out.push_back(t[round]);
+    return out;
+  }
+
+  /// The score (mean_logprob) of each of the calibration samples `samples`
+  /// (indices below sample_count(), any order) under `mask`, in that order
+  /// (bosch::PerSampleEvaluator); reduce() of all of them in sample order is
+  /// evaluate()'s score. Throws bosch::invalid_argument for an index out of range.
+  std::vector<double> score_samples(const HeadMask& mask, const EvaluationHint& hint,
+                                    std::span<const std::size_t> samples) {
+    check_mask(mask);
+    for (std::size_t s : samples)
+      if (s >= inputs_.size())
+        throw invalid_argument("sample " + std::to_string(s) + " is not within the " +
+                                   std::to_string(inputs_.size()) + " samples",
+                               "TransformerEvaluator::score_samples");
+    const AttentionWindows win = windows(mask);
+    std::vector<double> out;
+    out.reserve(samples.size());
+    for (std::size_t s : samples) out.push_back(score_sample(mask, win, s, hint).mean_logprob);
+    stats_.evaluations += 1;
+    return out;
   }
 
   /// The score from per-sample scores (AnswerScore::mean_logprob) in sample
@@ -161,37 +208,12 @@ class TransformerEvaluator {
   /// The teacher-forced score of every scored sample (sample_range(), in
   /// order) under `mask`.
   std::vector<tasks::AnswerScore> sample_scores(const HeadMask& mask, const EvaluationHint& hint = {}) {
-    if (!(mask.layout() == layout_))
-      throw invalid_argument("mask layout does not match the model's", "TransformerEvaluator::evaluate");
+    check_mask(mask);
     const AttentionWindows win = windows(mask);
-    const int num_layers = layout_.num_layers;
-    const int start = cache_.capacity() ? cache_.deepest(mask, num_layers - 1) : 0;
-    // Layers whose incoming stream is stored on the way: (start, save_to].
-    const int save_to = std::min(hint.reference ? hint.first_changed_layer : 0, num_layers - 1);
-    const std::vector<typename B::Residual>* cached = start > 0 ? cache_.find(mask, start) : nullptr;
-
-    std::vector<std::vector<typename B::Residual>> saved(
-        static_cast<std::size_t>(std::max(0, save_to - start)));
     std::vector<tasks::AnswerScore> scores;
     scores.reserve(end_ - begin_);
-    for (std::size_t s = begin_; s < end_; ++s) {
-      typename B::Residual x = cached ? (*cached)[s - begin_] : backend_->embed(inputs_[s].tokens);
-      int layer = start;
-      for (int k = start + 1; k <= save_to; ++k) {
-        backend_->run_layers(x, layer, k, win);
-        layer = k;
-        saved[static_cast<std::size_t>(k - start - 1)].push_back(x);
-      }
-      backend_->run_layers(x, layer, num_layers, win);
-      const auto logits = backend_->logits(x, inputs_[s].positions);
-      scores.push_back(tasks::answer_logprob(logits, backend_->config().vocab_size, answers_[s]));
-    }
-    for (int k = start + 1; k <= save_to; ++k)
-      cache_.insert(mask, k, std::move(saved[static_cast<std::size_t>(k - start - 1)]), entry_bytes_);
-
+    for (std::size_t s = begin_; s < end_; ++s) scores.push_back(score_sample(mask, win, s, hint));
     stats_.evaluations += 1;
-    stats_.layers_run += (end_ - begin_) * static_cast<std::size_t>(num_layers - start);
-    stats_.layers_saved += (end_ - begin_) * static_cast<std::size_t>(start);
     return scores;
   }
 
@@ -199,15 +221,43 @@ class TransformerEvaluator {
   void clear_cache() { cache_.clear(); }
 
  private:
+  void check_mask(const HeadMask& mask) const {
+    if (!(mask.layout() == layout_))
+      throw invalid_argument("mask layout does not match the model's", "TransformerEvaluator::evaluate");
+  }
+
+  /// Sample `s` under `mask` (windows `win`): its forward from the deepest
+  /// cached stream of the mask's prefix, storing the streams entering the
+  /// layers up to the hint's first changed layer on the way.
+  tasks::AnswerScore score_sample(const HeadMask& mask, const AttentionWindows& win, std::size_t s,
+                                  const EvaluationHint& hint) {
+    const int num_layers = layout_.num_layers;
+    const int start = cache_.capacity() ? cache_.deepest(mask, num_layers - 1, s) : 0;
+    // Layers whose incoming stream is stored on the way: (start, save_to].
+    const int save_to = std::min(hint.reference ? hint.first_changed_layer : 0, num_layers - 1);
+    typename B::Residual x = start > 0 ? *cache_.find(mask, start, s) : backend_->embed(inputs_[s].tokens);
+    int layer = start;
+    for (int k = start + 1; k <= save_to; ++k) {
+      backend_->run_layers(x, layer, k, win);
+      layer = k;
+      cache_.insert(mask, k, x, sample_bytes_[s], s);
+    }
+    backend_->run_layers(x, layer, num_layers, win);
+    const auto logits = backend_->logits(x, inputs_[s].positions);
+    stats_.layers_run += static_cast<std::size_t>(num_layers - start);
+    stats_.layers_saved += static_cast<std::size_t>(start);
+    return tasks::answer_logprob(logits, backend_->config().vocab_size, answers_[s]);
+  }
+
   const B* backend_;
   TransformerEvaluatorOptions options_;
   HeadLayout layout_{};
   tasks::TaskSet tasks_;
   std::vector<tasks::TeacherForcing> inputs_;
   std::vector<std::vector<int>> answers_;
-  std::size_t begin_ = 0, end_ = 0;  // the scored samples
-  std::size_t entry_bytes_ = 0;      // one cache entry: the scored samples' streams at one layer
-  ResidualCache<std::vector<typename B::Residual>> cache_;
+  std::vector<std::size_t> sample_bytes_;  // one cache entry: a sample's stream at one layer
+  std::size_t begin_ = 0, end_ = 0;        // the scored samples
+  ResidualCache<typename B::Residual> cache_;
   TransformerEvaluatorStats stats_;
 };
 
