@@ -89,6 +89,12 @@ TEST_CASE("the decision rule: Student-t bounds with the finite-population correc
   // 3 degrees of freedom at the confidence (published: 2.353 at 0.95, 1.638 at 0.90).
   CHECK(bosch::search::RaceRule(5, 4, 0.95).critical(4) == doctest::Approx(2.3534).epsilon(1e-4));
   CHECK(bosch::search::RaceRule(5, 4, 0.90).critical(4) == doctest::Approx(1.6377).epsilon(1e-4));
+  // The quantile itself, odd and even degrees of freedom (published values).
+  CHECK(bosch::search::student_t_quantile(0.995, 1) == doctest::Approx(63.6567).epsilon(1e-5));
+  CHECK(bosch::search::student_t_quantile(0.975, 2) == doctest::Approx(4.3027).epsilon(1e-4));
+  CHECK(bosch::search::student_t_quantile(0.99, 10) == doctest::Approx(2.7638).epsilon(1e-4));
+  CHECK(bosch::search::student_t_quantile(0.95, 120) == doctest::Approx(1.6577).epsilon(1e-4));
+  CHECK(bosch::search::student_t_cdf(0.0, 7) == 0.5);
   // Two looks (N = 6): alpha is split, t(3) at 0.975 = 3.182, t(4) at 0.975 = 2.776.
   const bosch::search::RaceRule two(6, 4, 0.95);
   CHECK(two.critical(4) == doctest::Approx(3.1824).epsilon(1e-4));

@@ -30,12 +30,12 @@
 /// the normal model is an approximation for small n; the planted tests
 /// measure the actual rate (tests/search/race_test.cpp).
 ///
-/// The quantiles come from Boost.Math (header-only) and are computed once per
-/// rule; every other step is plain arithmetic in a fixed order.
+/// The quantiles are computed once per rule, by bisection on the closed-form
+/// Student-t distribution function for whole degrees of freedom (plain
+/// arithmetic, sqrt and atan: no special-function library); every other step
+/// is plain arithmetic in a fixed order.
 
 #include <bosch/error.hpp>
-
-#include <boost/math/distributions/students_t.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -45,6 +45,51 @@
 #include <vector>
 
 namespace bosch::search {
+
+/// The distribution function of Student's t with `nu` >= 1 degrees of
+/// freedom at `t`, from the closed forms for whole nu (Abramowitz and Stegun
+/// 26.7.3 and 26.7.4): with theta = atan(t / sqrt(nu)),
+///   nu odd:  1/2 + (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...)) / pi,
+///   nu even: 1/2 + sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...) / 2,
+/// each series to the power cos^(nu - 3) (odd) or cos^(nu - 2) (even).
+inline double student_t_cdf(double t, int nu) {
+  const double pi = 3.14159265358979323846;
+  const double n = static_cast<double>(nu);
+  const double r = std::sqrt(n + t * t);
+  const double sn = t / r, cs = std::sqrt(n) / r, c2 = cs * cs;
+  double sum = 1.0, term = 1.0;
+  if (nu % 2 == 1) {
+    const double theta = std::atan(t / std::sqrt(n));
+    if (nu == 1) return 0.5 + theta / pi;
+    for (int k = 2; k <= nu - 3; k += 2) {
+      term *= c2 * static_cast<double>(k) / static_cast<double>(k + 1);
+      sum += term;
+    }
+    return 0.5 + (theta + sn * cs * sum) / pi;
+  }
+  for (int k = 1; k <= nu - 3; k += 2) {
+    term *= c2 * static_cast<double>(k) / static_cast<double>(k + 1);
+    sum += term;
+  }
+  return 0.5 + 0.5 * sn * sum;
+}
+
+/// The quantile of Student's t with `nu` >= 1 degrees of freedom at
+/// probability `p` in [1/2, 1): the t with student_t_cdf(t, nu) = p, by
+/// bisection (a fixed number of halvings of a bracket found by doubling, so
+/// the same inputs give the same bits).
+inline double student_t_quantile(double p, int nu) {
+  double lo = 0.0, hi = 1.0;
+  while (student_t_cdf(hi, nu) < p && hi < 1e300) {
+    lo = hi;
+    hi *= 2.0;
+  }
+  for (int i = 0; i < 200 && hi - lo > 1e-15 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (student_t_cdf(mid, nu) < p ? lo : hi) = mid;
+  }
+  return hi;
+}
 
 /// The racing decision rule (see the file comment).
 class RaceRule {
@@ -64,10 +109,8 @@ class RaceRule {
     if (min_samples >= samples) return;  // no look before the full score
     const double looks = static_cast<double>(samples - min_samples);
     const double alpha = (1.0 - confidence) / looks;
-    for (std::size_t n = min_samples; n < samples; ++n) {
-      const boost::math::students_t_distribution<double> t(static_cast<double>(n - 1));
-      crit_[n] = boost::math::quantile(boost::math::complement(t, alpha));
-    }
+    for (std::size_t n = min_samples; n < samples; ++n)
+      crit_[n] = student_t_quantile(1.0 - alpha, static_cast<int>(n - 1));
   }
 
   /// N, the samples of a full score.
