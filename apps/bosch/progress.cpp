@@ -48,12 +48,15 @@ nlohmann::json evaluation_json(const EvaluationRecord& r) {
   std::string bits(r.mask.size(), '0');
   for (std::size_t i = 0; i < r.mask.size(); ++i)
     if (r.mask[i]) bits[i] = '1';
-  return nlohmann::json{{"index", r.index},
-                        {"stage", to_string(r.stage)},
-                        {"score", std::isfinite(r.score) ? nlohmann::json(r.score) : nlohmann::json()},
-                        {"swa", r.mask.count()},
-                        {"seconds", r.seconds},
-                        {"mask", bits}};
+  nlohmann::json j{{"index", r.index},
+                    {"stage", to_string(r.stage)},
+                    {"score", std::isfinite(r.score) ? nlohmann::json(r.score) : nlohmann::json()},
+                    {"swa", r.mask.count()},
+                    {"seconds", r.seconds},
+                    {"mask", bits}};
+  // A candidate the race stopped (--race): its score is an estimate from these samples.
+  if (r.eliminated) j.update({{"eliminated", true}, {"samples", r.samples}});
+  return j;
 }
 
 EvaluationLogWriter::EvaluationLogWriter(std::filesystem::path path, std::size_t every)

@@ -38,7 +38,8 @@ class CliProgress {
 
 /// One JSON object per evaluation, as written to --log files:
 /// {"index", "stage", "score", "swa", "seconds", "mask"} ("mask" = layer-major
-/// bits, '1' = SWA).
+/// bits, '1' = SWA), plus "eliminated": true and "samples" for a candidate the
+/// race stopped (Options::race; its score is then an estimate).
 nlohmann::json evaluation_json(const EvaluationRecord& r);
 
 /// Writes the evaluation log as JSON lines (one evaluation_json() per line)
