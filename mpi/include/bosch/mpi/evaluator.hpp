@@ -50,7 +50,9 @@
 /// the same mask and log for any process count. race_block() is the process
 /// count: once a race is under way each call gives every process about one
 /// sample; a block may score a few samples past the point where the race
-/// stops (counted in the cost, never in the decisions).
+/// stops (counted in the cost, never in the decisions). With racing on, the
+/// search scores every mask this way (it keeps every mask's per-sample
+/// scores), one mask at a time: Mode::masks then spreads samples, not masks.
 ///
 /// Every member that scores is collective over the communicator.
 
