@@ -350,16 +350,16 @@ class search_run {
     std::vector<std::vector<std::size_t>> heads(layout_.size());
     for (std::size_t i = 0; i < heads.size(); ++i) heads[i] = {i};
     search::Surrogate model(std::max<std::size_t>(options_.surrogate_points, 1024));
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < n && !obj_.stopped(); ++i) {
       const HeadMask* best = obj_.best_mask();
-      if (best == nullptr) return true;
+      if (best == nullptr) break;
       const HeadMask focus = *best;
       search::fit_to_log(model, obj_, focus, i == 0);
-      if (!model.ready()) return true;
+      if (!model.ready()) break;
       const search::SubProblem p =
           search::single_group(focus, heads, static_cast<int>(target_), 1, 0, false, nullptr);
       const HeadMask m = search::apply_state(p, search::surrogate_optimum(model.mean_form(), p, 4 * heads.size()));
-      if (obj_.known(m)) return true;
+      if (obj_.known(m)) break;
       if (obj_.allow(1) == 0) return false;
       const auto s = obj_.evaluate(m, &focus);
       if (!s) return false;
