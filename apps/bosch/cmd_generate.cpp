@@ -6,7 +6,7 @@
 #include "attention_options.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
-#include "task_options.hpp"
+#include "run_options.hpp"
 
 #include <bosch/cpu/kv_cache.hpp>
 
@@ -99,7 +99,7 @@ long long peak_rss_bytes() {
 
 int run_generate(int argc, char** argv) {
   return run_command("generate", [&]() -> int {
-    ModelOptions mo;
+    RunOptions model_options({SettingGroup::model});
     AttentionOptions ao;
     OutputOptions oo;
     std::string prompt = "Once upon a time, there was a";
@@ -126,7 +126,7 @@ int run_generate(int argc, char** argv) {
         "print one line on stderr (even with --quiet): kv_bytes (allocated by the hybrid KV cache), "
         "kv_bytes_formula (the exact formula for the mask), kv_bytes_full (all heads full), peak_rss_bytes "
         "(getrusage), prefill and decode tokens/s (CPU backend only)");
-    cl.options.add(mo.describe()).add(what).add(ao.describe()).add(oo.describe());
+    cl.options.add(model_options.describe()).add(what).add(ao.describe()).add(oo.describe());
     cl.positional.add("model", 1);
     cl.epilog = "Examples:\n"
                 "  bosch generate SmolLM2-135M-Instruct.Q4_1.gguf --prompt 'The capital of France is'\n"
@@ -135,33 +135,33 @@ int run_generate(int argc, char** argv) {
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
-    mo.validate();
+    const RunSettings settings = model_options.resolve(vm);
     ao.validate(vm);
     if (tokens < 0) throw invalid_argument("must be at least 0, got " + std::to_string(tokens), "--tokens");
     if (tokens > max_context)
       throw invalid_argument("at most " + std::to_string(max_context) + ", got " + std::to_string(tokens), "--tokens");
     if (stats && tokens < 1) throw invalid_argument("needs --tokens of at least 1", "--stats");
-    if (stats && mo.cuda())
+    if (stats && settings.device == Device::cuda)
       throw invalid_argument("needs the CPU backend's incremental decoding (CUDA runs a forward pass per token "
                              "and keeps no KV cache); use --device cpu",
                              "--stats");
-    const model::Config config = read_model_config(mo);
+    const model::Config config = read_model_config(settings.model);
     std::string attention;
     const AttentionWindows windows = ao.resolve(vm, config.layout(), attention);
 
     // The prompt's length is known once the tokenizer is loaded: the summary
     // follows the check, so that an error stays one line.
-    const model::Model model = load_model(mo, OutputOptions{.quiet = true});
+    const model::Model model = load_model(settings, OutputOptions{.quiet = true});
     std::vector<int> ids = model.tokenizer.encode(prompt, true);
     if (ids.empty()) throw invalid_argument("the prompt encodes to no tokens", "--prompt");
-    check_trained_context(static_cast<long long>(ids.size()) + tokens, model.config, allow_long_context,
+    check_context_for_model(static_cast<long long>(ids.size()) + tokens, model.config, allow_long_context,
                           "--prompt (" + std::to_string(ids.size()) + " tokens) + --tokens");
     oo.info() << model_summary(model) << "attention: " << attention << "\n";
     oo.detail() << "prompt: " << ids.size() << " tokens:";
     for (int id : ids) oo.detail() << " " << id;
     oo.detail() << "\n";
 
-    return with_backend(model, mo, [&](const auto& backend) -> int {
+    return with_backend(model, settings, [&](const auto& backend) -> int {
       std::cout << model.tokenizer.decode(ids) << std::flush;
       const std::size_t prompt_length = ids.size();
       const auto t0 = std::chrono::steady_clock::now();
