@@ -10,6 +10,7 @@
 
 #include <bosch/cpu/rope.hpp>
 #include <bosch/cuda/backend.hpp>
+#include <bosch/eval/backend_frame.hpp>
 #include <bosch/model/validate.hpp>
 
 #include <cublas_v2.h>
@@ -163,12 +164,15 @@ struct Backend::Impl {
   }
 
   void check_tokens(std::span<const int> tokens, const char* where) const {
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      if (tokens[i] < 0 || tokens[i] >= vocab)
-        throw invalid_argument("token id " + std::to_string(tokens[i]) + " at index " +
-                                   std::to_string(i) + " outside the vocabulary [0, " +
-                                   std::to_string(vocab) + ")",
-                               where);
+    frame::check_tokens(tokens, vocab, where);
+  }
+  // A residual stream of this model on this backend's device.
+  void check_residual(const Residual& x, const char* where) const {
+    frame::check_residual(x.n_tokens(), x.hidden(), x.bytes() / sizeof(float), hidden, where);
+    if (x.device() != options.device)
+      throw invalid_argument("residual stream on device " + std::to_string(x.device()) +
+                                 ", the backend runs on device " + std::to_string(options.device),
+                             where);
   }
 
   // x [n, hidden] fp32 = embedding[tokens] (tokens already checked).
@@ -486,10 +490,7 @@ void Backend::run_layers_batch(std::span<Residual* const> xs, int first, int las
                                std::span<const AttentionWindows* const> windows) const {
   Impl& m = *impl_;
   const char* where = "cuda::Backend::run_layers";
-  if (first < 0 || first > last || last > m.num_layers)
-    throw invalid_argument("layer range [" + std::to_string(first) + ", " + std::to_string(last) +
-                               ") outside [0, " + std::to_string(m.num_layers) + "]",
-                           where);
+  frame::check_layer_range(first, last, m.num_layers, where);
   check_window_sets(windows, xs.size(), "streams", m.layout, where);
   // Empty streams (no tokens) have nothing to run; the others are stacked.
   std::vector<Residual*> live;
@@ -499,12 +500,7 @@ void Backend::run_layers_batch(std::span<Residual* const> xs, int first, int las
     Residual* x = xs[b];
     if (!x) throw invalid_argument("null residual stream", where);
     if (x->n_tokens() == 0) continue;
-    if (x->hidden() != m.hidden || x->device() != m.options.device || !x->data())
-      throw invalid_argument("residual stream must be [n, " + std::to_string(m.hidden) +
-                                 "] on device " + std::to_string(m.options.device) + ", got [" +
-                                 std::to_string(x->n_tokens()) + ", " + std::to_string(x->hidden()) +
-                                 "] on device " + std::to_string(x->device()),
-                             where);
+    m.check_residual(*x, where);
     live.push_back(x);
     live_windows.push_back(windows[windows.size() == 1 ? 0 : b]);
     lengths.push_back(x->n_tokens());
@@ -539,17 +535,11 @@ void Backend::run_layers_batch(std::span<Residual* const> xs, int first, int las
 
 std::vector<float> Backend::logits(const Residual& x, std::span<const int> positions) const {
   Impl& m = *impl_;
-  if (x.hidden() != m.hidden || x.device() != m.options.device)
-    throw invalid_argument("residual stream is not [n, " + std::to_string(m.hidden) +
-                               "] on device " + std::to_string(m.options.device),
-                           "cuda::Backend::logits");
+  const char* where = "cuda::Backend::logits";
+  m.check_residual(x, where);
+  frame::check_positions(positions, x.n_tokens(), where);
   std::vector<int> rows(positions.begin(), positions.end());
   if (rows.empty()) return {};
-  for (int p : rows)
-    if (p < 0 || p >= x.n_tokens())
-      throw invalid_argument("position " + std::to_string(p) + " outside [0, " +
-                                 std::to_string(x.n_tokens()) + ")",
-                             "cuda::Backend::logits");
   std::lock_guard lock(m.mutex);
   DeviceGuard guard(m.options.device);
   return m.logits_rows(x.data(), rows);
@@ -577,10 +567,7 @@ std::vector<std::vector<float>> Backend::forward_batch(
     std::span<const std::vector<int>> positions) const {
   Impl& m = *impl_;
   const char* where = "cuda::Backend::forward";
-  if (positions.size() != sequences.size())
-    throw invalid_argument(std::to_string(positions.size()) + " position lists for " +
-                               std::to_string(sequences.size()) + " sequences",
-                           where);
+  frame::check_position_lists(positions.size(), sequences.size(), where);
   check_window_sets(windows, sequences.size(), "sequences", m.layout, where);
   if (sequences.empty()) return {};
   // Empty sequences (no tokens, hence no positions) are left out of the stack.
@@ -590,13 +577,8 @@ std::vector<std::vector<float>> Backend::forward_batch(
     m.check_tokens(sequences[b], where);
     const int start = static_cast<int>(tokens.size());
     const int len = static_cast<int>(sequences[b].size());
-    for (int p : positions[b]) {
-      if (p < 0 || p >= len)
-        throw invalid_argument("position " + std::to_string(p) + " outside [0, " +
-                                   std::to_string(len) + ") in sequence " + std::to_string(b),
-                               where);
-      rows.push_back(start + p);
-    }
+    frame::check_positions(positions[b], len, where, static_cast<int>(b));
+    for (int p : positions[b]) rows.push_back(start + p);
     if (len == 0) continue;
     tokens.insert(tokens.end(), sequences[b].begin(), sequences[b].end());
     lengths.push_back(len);
@@ -623,20 +605,7 @@ std::vector<std::vector<float>> Backend::forward_batch(
 }
 
 double Backend::flops(int n, int logit_rows, const AttentionWindows& windows) const {
-  const Impl& m = *impl_;
-  windows.check(m.layout, "cuda::Backend::flops");
-  const double per_token_layer = 2.0 * (static_cast<double>(m.hidden) * m.qkv_dim +
-                                        static_cast<double>(m.hq) * m.d * m.hidden +
-                                        3.0 * static_cast<double>(m.hidden) * m.inter);
-  double total = per_token_layer * m.num_layers * n +
-                 2.0 * static_cast<double>(m.hidden) * m.vocab * logit_rows;
-  const double full = detail::visible_pairs(n, 0, 0);
-  const double swa = windows.mask.count() ? detail::visible_pairs(n, windows.window, windows.sinks) : 0;
-  const int group = m.hq / m.hkv;
-  for (int l = 0; l < m.num_layers; ++l)
-    for (int g = 0; g < m.hkv; ++g)
-      total += 4.0 * m.d * group * (windows.is_swa(l, g) ? swa : full);
-  return total;
+  return frame::forward_flops(config(), n, logit_rows, windows);
 }
 
 }  // namespace bosch::cuda

@@ -57,18 +57,4 @@ Plan make_plan(std::span<const int> lengths, int query_tile) {
   return p;
 }
 
-long long visible_keys(int i, int window, int sinks) {
-  if (window <= 0) return static_cast<long long>(i) + 1;
-  const long long in_window = std::min(i + 1, window);
-  const long long lo = std::max(0, i - window + 1);  // first window key
-  const long long sink = std::min<long long>(sinks, lo);
-  return in_window + sink;
-}
-
-double visible_pairs(int n, int window, int sinks) {
-  double total = 0;
-  for (int i = 0; i < n; ++i) total += static_cast<double>(visible_keys(i, window, sinks));
-  return total;
-}
-
 }  // namespace bosch::cuda::detail

@@ -191,9 +191,10 @@ class Backend {
                                                 std::span<const std::vector<int>> positions) const;
 
   /// Floating-point operations of one forward over n tokens with logits at
-  /// `logit_rows` rows (the same count as cpu::Backend::flops): 2 x (layer
-  /// weights) per token, 2 x hidden x vocab per logit row, 4 x head_dim per
-  /// (query head, visible key).
+  /// `logit_rows` rows (frame::forward_flops, eval/backend_frame.hpp: the
+  /// same count as cpu::Backend::flops): 2 x (layer weights) per token,
+  /// 2 x hidden x vocab per logit row, 4 x head_dim per (query head, visible
+  /// key).
   double flops(int n, int logit_rows, const AttentionWindows& windows) const;
 
  private:
