@@ -2,10 +2,7 @@
 // bosch::cuda::Backend: weight upload, the layer loop over packed sequences
 // (cuBLAS GEMMs + the kernels of kernels.hpp), logits at chosen rows.
 
-#include "blas_check.hpp"
-#include "check.hpp"
-#include "kernels.hpp"
-#include "memory.hpp"
+#include "backend_impl.hpp"
 #include "plan.hpp"
 
 #include <bosch/cpu/rope.hpp>
@@ -90,124 +87,7 @@ void check_window_sets(std::span<const AttentionWindows* const> windows, std::si
   }
 }
 
-struct LayerDevice {
-  DeviceBuffer wqkv;       // half [(Hq + 2 Hkv) d, hidden]: wq | wk | wv rows
-  DeviceBuffer wo;         // half [hidden, Hq d]
-  DeviceBuffer wgu;        // half [2 inter, hidden]: w_gate | w_up rows
-  DeviceBuffer wdown;      // half [hidden, inter]
-  DeviceBuffer attn_norm;  // fp32 [hidden]
-  DeviceBuffer ffn_norm;   // fp32 [hidden]
-  DeviceBuffer bias;       // fp32 [(Hq + 2 Hkv) d] or empty
-  DeviceBuffer q_norm;     // fp32 [d] or empty
-  DeviceBuffer k_norm;     // fp32 [d] or empty
-};
-
 }  // namespace
-
-struct Backend::Impl {
-  const model::Model* model = nullptr;
-  Options options;
-  detail::Elem elem = detail::Elem::bf16;
-  cudaDataType_t data_type = CUDA_R_16BF;
-  bool tensor_core = false;
-  int hidden = 0, inter = 0, hq = 0, hkv = 0, d = 0, qkv_dim = 0, vocab = 0, num_layers = 0;
-  float eps = 1e-5f;
-  HeadLayout layout;
-
-  // Handles, released in reverse order of declaration after ~Impl synchronized.
-  struct StreamHandle {
-    cudaStream_t h = nullptr;
-    ~StreamHandle() { if (h) cudaStreamDestroy(h); }
-  } stream_handle;
-  struct PoolHandle {
-    cudaMemPool_t h = nullptr;
-    ~PoolHandle() { if (h) cudaMemPoolDestroy(h); }
-  } pool_handle;
-  struct BlasHandle {
-    cublasHandle_t h = nullptr;
-    ~BlasHandle() { if (h) cublasDestroy(h); }
-  } blas_handle;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
-  cudaMemPool_t pool = nullptr;
-
-  DeviceBuffer embedding;     // half [vocab, hidden]
-  DeviceBuffer lm_head;       // half [vocab, hidden]; empty when tied
-  DeviceBuffer final_norm;    // fp32 [hidden]
-  DeviceBuffer inv_freq;      // double [d / 2]
-  std::vector<LayerDevice> layers;
-  std::size_t weight_bytes = 0;
-  std::mutex mutex;
-
-  Impl(const model::Model& m, Options o);
-  ~Impl();
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
-
-  const void* output_weights() const { return lm_head.bytes() ? lm_head.get() : embedding.get(); }
-
-  // Y [n, out] (fp32) = X [n, in] (half) W^T (W half [out, in]) + beta Y
-  // (beta 1: the residual add).
-  void linear(const void* w, const void* x, float* y, int n, int out, int in, float beta) const {
-    if (n <= 0) return;
-    const float alpha = 1.0f;
-    BOSCH_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, data_type,
-                                    in, x, data_type, in, &beta, y, CUDA_R_32F, out,
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  }
-  void linear(const DeviceBuffer& w, const void* x, float* y, int n, int out, int in, float beta) const {
-    linear(w.get(), x, y, n, out, in, beta);
-  }
-
-  StreamBuffer scratch(std::size_t bytes, const std::string& what) const {
-    return StreamBuffer(bytes, pool, stream, what);
-  }
-
-  void check_tokens(std::span<const int> tokens, const char* where) const {
-    frame::check_tokens(tokens, vocab, where);
-  }
-  // A residual stream of this model on this backend's device.
-  void check_residual(const Residual& x, const char* where) const {
-    frame::check_residual(x.n_tokens(), x.hidden(), x.bytes() / sizeof(float), hidden, where);
-    if (x.device() != options.device)
-      throw invalid_argument("residual stream on device " + std::to_string(x.device()) +
-                                 ", the backend runs on device " + std::to_string(options.device),
-                             where);
-  }
-
-  // x [n, hidden] fp32 = embedding[tokens] (tokens already checked).
-  void embed_into(float* x, std::span<const int> tokens) const {
-    if (tokens.empty()) return;
-    StreamBuffer ids = scratch(tokens.size() * sizeof(int), "token ids");
-    BOSCH_CUDA_CHECK(cudaMemcpyAsync(ids.get(), tokens.data(), tokens.size() * sizeof(int),
-                                     cudaMemcpyHostToDevice, stream));
-    detail::launch_embed(embedding.get(), elem, ids.get<int>(), static_cast<int>(tokens.size()),
-                         hidden, x, stream);
-    BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
-  }
-
-  // One run_packed call's plan, metadata and activations (rows of all stacked sequences).
-  struct Pass {
-    Pass(const Impl& m, std::span<const int> lengths, std::span<const AttentionWindows* const> windows,
-         int first, int last);
-    int first, batch = 0, n = 0, chunk;
-    StreamBuffer dmeta, rope_cos, rope_sin;
-    StreamBuffer h, q, k, v, att;  // half: normalized rows, Q, K, V, attention output
-    StreamBuffer wide, gate;       // fp32 QKV / gate|up of a chunk of rows; half SwiGLU of a chunk
-    const int* positions = nullptr;     // device: position of each row
-    const int* windows_meta = nullptr;  // device: [layer - first][batch][hkv] windows
-    detail::AttentionArgs attention;    // all but the layer's windows
-  };
-  // The ops of the decoder layer (names as in cpu/layer.hpp).
-  void rms_norm(const float* x, const DeviceBuffer& gain, int n, void* out) const;
-  void qk_norm_rope(const LayerDevice& L, const Pass& s, std::size_t row, int rows) const;
-  void attention(const Pass& s, int layer) const;
-  void silu_mul(const Pass& s, int rows) const;
-  void decoder_layer(int layer, float* x, const Pass& s) const;
-  void run_packed(float* x, std::span<const int> lengths,
-                  std::span<const AttentionWindows* const> windows, int first, int last) const;
-  std::vector<float> logits_rows(const float* x, const std::vector<int>& rows) const;
-};
 
 Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
   const model::Config& c = m.config;
@@ -288,8 +168,9 @@ Backend::Impl::~Impl() {
 }
 
 Backend::Impl::Pass::Pass(const Impl& m, std::span<const int> lengths,
-                          std::span<const AttentionWindows* const> windows, int first_layer, int last)
-    : first(first_layer), chunk(0) {
+                          std::span<const AttentionWindows* const> windows, int first_layer, int last,
+                          const CacheHook* cache_hook)
+    : first(first_layer), chunk(0), hook(cache_hook) {
   const detail::Plan plan = detail::make_plan(lengths, m.options.query_tile);
   batch = static_cast<int>(lengths.size());
   n = plan.total;
@@ -325,13 +206,14 @@ Backend::Impl::Pass::Pass(const Impl& m, std::span<const int> lengths,
   positions = dm + at_positions;
   windows_meta = dm + at_windows;
 
-  // RoPE table for positions [0, max_len).
+  // RoPE table for positions [start, start + max_len): row t of a sequence
+  // (its local index, the positions above) is position start + t.
   const int half = m.d / 2;
   const std::size_t table = static_cast<std::size_t>(plan.max_len) * half;
   rope_cos = m.scratch(table * sizeof(float), "RoPE cos table");
   rope_sin = m.scratch(table * sizeof(float), "RoPE sin table");
-  detail::launch_rope_table(m.inv_freq.get<double>(), half, plan.max_len, rope_cos.get<float>(),
-                            rope_sin.get<float>(), m.stream);
+  detail::launch_rope_table(m.inv_freq.get<double>(), half, hook ? hook->start : 0, plan.max_len,
+                            rope_cos.get<float>(), rope_sin.get<float>(), m.stream);
 
   const std::size_t rows = static_cast<std::size_t>(n);
   const std::size_t hs = sizeof(std::uint16_t);
@@ -413,7 +295,9 @@ void Backend::Impl::decoder_layer(int l, float* x, const Pass& s) const {
     linear(L.wqkv, half_at(s.h.get(), r * hidden), s.wide.get<float>(), rows, qkv_dim, hidden, 0.0f);
     qk_norm_rope(L, s, r, rows);                                          // q, k = rope(rms_norm(q), rms_norm(k))
   }
-  attention(s, l);                                                        // att = attention(q, k, v)
+  if (s.hook) store_keys(s, l);                                           // cache hook: store k, v
+  if (s.hook && s.hook->decode) decode_attention(s, l);                   // att = attention(q, cache)
+  else attention(s, l);                                                   // att = attention(q, k, v)
   linear(L.wo, s.att.get(), x, n, hidden, hq * d, 1.0f);                  // x += linear(att, wo)
   // Feed-forward block (SwiGLU).
   rms_norm(x, L.ffn_norm, n, s.h.get());                                  // h = rms_norm(x, ffn_norm)
@@ -428,9 +312,9 @@ void Backend::Impl::decoder_layer(int l, float* x, const Pass& s) const {
 
 void Backend::Impl::run_packed(float* x, std::span<const int> lengths,
                                std::span<const AttentionWindows* const> windows, int first,
-                               int last) const {
+                               int last, const CacheHook* hook) const {
   if (first >= last) return;
-  const Pass pass(*this, lengths, windows, first, last);
+  const Pass pass(*this, lengths, windows, first, last, hook);
   for (int l = first; l < last; ++l) decoder_layer(l, x, pass);
   BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
 }

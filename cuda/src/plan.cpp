@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "plan.hpp"
 
+#include <bosch/model/kv_slots.hpp>
+
 #include <algorithm>
 #include <string>
 
@@ -55,6 +57,12 @@ Plan make_plan(std::span<const int> lengths, int query_tile) {
   std::stable_sort(p.tiles.begin(), p.tiles.end(),
                    [](const AttentionTile& a, const AttentionTile& b) { return a.q1 > b.q1; });
   return p;
+}
+
+int decode_chunks(std::span<const int> head_windows, int sinks, int position) {
+  int longest = 1;
+  for (int w : head_windows) longest = std::max(longest, kv::reads(w > 0, w, sinks, position).count());
+  return (longest + decode_chunk_keys() - 1) / decode_chunk_keys();
 }
 
 }  // namespace bosch::cuda::detail

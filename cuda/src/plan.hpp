@@ -34,6 +34,12 @@ Plan make_plan(std::span<const int> lengths, int query_tile);
 using frame::visible_keys;
 using frame::visible_pairs;
 
+/// Key chunks (blocks per query head) of the decode-attention kernel for a
+/// query at `position`: enough decode_chunk_keys()-key chunks for the head
+/// that reads the most keys (kv::reads) among `head_windows` (one per KV
+/// head of every layer, 0 = full) with `sinks` sinks; at least 1.
+int decode_chunks(std::span<const int> head_windows, int sinks, int position);
+
 inline Elem elem_of(DType t) { return t == DType::bf16 ? Elem::bf16 : Elem::fp16; }
 
 }  // namespace bosch::cuda::detail

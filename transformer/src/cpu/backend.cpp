@@ -228,4 +228,8 @@ double Backend::flops(int n, int logit_rows, const AttentionWindows& windows) co
   return frame::forward_flops(config(), n, logit_rows, windows);
 }
 
+std::size_t Backend::kv_bytes(const AttentionWindows& windows, std::int64_t tokens) const {
+  return cpu::kv_bytes(config(), windows, tokens);
+}
+
 }  // namespace bosch::cpu
