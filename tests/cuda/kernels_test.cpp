@@ -415,7 +415,8 @@ void check_decode(const std::string& name, const cuda::ops::DecodeProblem& p, DT
     REQUIRE(got.keys[static_cast<std::size_t>(g)].size() == rows * d);
     std::vector<int> holder(rows, -1);
     auto write = [&](int j, int first_reader) {
-      if (kv::stored(swa, w, p.sinks, j, first_reader)) holder[static_cast<std::size_t>(kv::slot(swa, w, p.sinks, j))] = j;
+      if (kv::stored(swa, w, p.sinks, j, first_reader))
+        holder[static_cast<std::size_t>(kv::slot(swa, w, p.sinks, j))] = j;
     };
     for (int j = 0; j < p.prefill; ++j) write(j, p.prefill);
     for (int j = p.prefill; j < n; ++j) write(j, j);

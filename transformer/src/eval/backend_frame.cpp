@@ -51,11 +51,12 @@ void check_tokens(std::span<const int> tokens, int vocab, const std::string& whe
 
 void check_positions(std::span<const int> positions, int n_tokens, const std::string& where, int sequence) {
   for (int p : positions)
-    if (p < 0 || p >= n_tokens)
+    if (p < 0 || p >= n_tokens) {
+      const std::string which = sequence >= 0 ? "sequence " + std::to_string(sequence) : "the sequence";
       throw invalid_argument("position " + std::to_string(p) + " outside [0, " + std::to_string(n_tokens) + "): " +
-                                 (sequence >= 0 ? "sequence " + std::to_string(sequence) : std::string("the sequence")) +
-                                 " has " + std::to_string(n_tokens) + " tokens",
+                                 which + " has " + std::to_string(n_tokens) + " tokens",
                              where);
+    }
 }
 
 void check_position_lists(std::size_t lists, std::size_t sequences, const std::string& where) {
