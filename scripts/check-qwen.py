@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 
 import gguf
 import numpy as np
@@ -213,7 +214,7 @@ def print_vectors(reader):
                               ("parse_special", VECTOR_TEXTS_SPECIAL, hf_tokenizer(reader, parse_special=True))):
         print(f"// {title}")
         for text in texts:
-            assert __import__("unicodedata").is_normalized("NFC", text)
+            assert unicodedata.is_normalized("NFC", text)
             ids = tok.encode(text, add_special_tokens=False).ids
             print(f"{{{cpp_string(text)},\n {{{', '.join(map(str, ids))}}}}},")
     # Long texts: the token count and FNV-1a 64 of the ids (4 bytes each, little-endian).
