@@ -21,6 +21,7 @@ import tempfile
 import unittest
 import zipfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("fetch_parts", SOURCE / "scripts" / "fetch-parts.py")
 fp = importlib.util.module_from_spec(_spec)
