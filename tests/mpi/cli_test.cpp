@@ -39,7 +39,10 @@ std::vector<nlohmann::json> without_seconds(std::vector<nlohmann::json> log) {
 /// The mask file's metadata without the wall time.
 nlohmann::json metadata(const fs::path& p) {
   auto meta = bosch::io::read_mask_json(p).metadata;
+  // What this run measured of its own work: wall time and the forwards it
+  // computed (a resume replays for free; ranks cache their own shares).
   meta.erase("search_seconds");
+  meta.erase("forwards");
   return meta;
 }
 

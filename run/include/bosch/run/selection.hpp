@@ -90,7 +90,10 @@ struct Selection {
   Result result;
   /// ModelRun::metadata plus "warm_start" (init_files, candidates with their
   /// cost, previous_ratio, initial_masks, and eval::warm_start_summary) and
-  /// "forwards" (full-model sample forwards of the search, candidates excluded).
+  /// "forwards" (full-model sample forwards the search computed, candidates
+  /// excluded: a measurement of this run's work, like search_seconds; a
+  /// resume counts only its own, and the residual caches' hits, which depend
+  /// on their bounds and on how MPI spreads the samples, are not counted).
   nlohmann::json metadata;
   double forwards = 0.0;    ///< full-model sample forwards of the search
 };
