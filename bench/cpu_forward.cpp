@@ -327,15 +327,16 @@ void print_precision_summary() {
               round_ratio("plain GEMM", "bf16 GEMM", false), round_ratio("plain GEMM", "bf16 GEMM", true));
 }
 
-void BM_forward(benchmark::State& state, bool all_logits) {
-  const cpu::Backend backend(*g_model);
+void BM_forward(benchmark::State& state, bool all_logits, cpu::Precision precision) {
+  const cpu::Backend backend(*g_model, {.precision = precision});
   const auto toks = tokens(g_tokens, g_model->config.vocab_size);
   std::vector<int> pos{g_tokens - 1};
   if (all_logits) {
     pos.resize(static_cast<std::size_t>(g_tokens));
     for (int i = 0; i < g_tokens; ++i) pos[static_cast<std::size_t>(i)] = i;
   }
-  const std::string name = all_logits ? "forward_all" : "forward_last";
+  const std::string name = std::string(all_logits ? "forward_all" : "forward_last") +
+                           (precision == cpu::Precision::fp32 ? "" : "_bf16");
   timed(state, name, [&] { benchmark::DoNotOptimize(backend.forward(toks, AttentionWindows::full(), pos)); });
   const double flops = backend.flops(g_tokens, static_cast<int>(pos.size()), AttentionWindows::full());
   state.counters["GFLOP/s"] = flops / g_best[name] / 1e9;
@@ -419,9 +420,11 @@ int main(int argc, char** argv) {
       ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
   benchmark::RegisterBenchmark("bf16_gemm", BM_bf16_gemm)
       ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
-  benchmark::RegisterBenchmark("forward_full_logits_last", BM_forward, false)
+  benchmark::RegisterBenchmark("forward_full_logits_last", BM_forward, false, cpu::Precision::fp32)
       ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
-  benchmark::RegisterBenchmark("forward_full_logits_all", BM_forward, true)
+  benchmark::RegisterBenchmark("forward_bf16_full_logits_last", BM_forward, false, cpu::Precision::bf16)
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+  benchmark::RegisterBenchmark("forward_full_logits_all", BM_forward, true, cpu::Precision::fp32)
       ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
   benchmark::RegisterBenchmark("forward_all_swa_w_n/16_s4", BM_forward_swa)
       ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
@@ -448,13 +451,15 @@ int main(int argc, char** argv) {
                 "(the yardstick)\n",
                 g_tokens, c.hidden_size, c.hidden_size, c.intermediate_size, gemm_rate, gemm_cpu_rate);
   }
-  for (const char* name : {"forward_last", "forward_all"}) {
+  for (const char* name : {"forward_last", "forward_last_bf16", "forward_all"}) {
     if (!g_best.count(name)) continue;
     const bool all = std::strcmp(name, "forward_all") == 0;
+    const bool bf16 = std::strcmp(name, "forward_last_bf16") == 0;
     const double flops = backend.flops(g_tokens, all ? g_tokens : 1, AttentionWindows::full());
     const double rate = flops / g_best[name] / 1e9;
-    std::printf("  forward, full attention, logits at %s: %.3f s, %.0f tokens/s, %.1f GFLOP/s "
+    std::printf("  forward%s, full attention, logits at %s: %.3f s, %.0f tokens/s, %.1f GFLOP/s "
                 "(%.1f GFLOP counted: 2 x weights x tokens + attention 4 x head_dim per visible key)",
+                bf16 ? (" in " + cpu::choose_precision(cpu::Precision::bf16).name()).c_str() : " in fp32",
                 all ? "every position" : "the last position", g_best[name], g_tokens / g_best[name], rate,
                 flops / 1e9);
     if (gemm_rate > 0) std::printf(" = %.0f%% of the plain GEMM's wall rate", 100.0 * rate / gemm_rate);

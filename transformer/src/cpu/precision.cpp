@@ -161,7 +161,7 @@ PrecisionChoice choose_precision(Precision requested, const CpuFeatures& cpu) {
     if (!bf16::avx512_compiled())
       missing = "this build has no AVX-512 BF16 kernel (not an x86-64 GCC/Clang build)";
     else if (!cpu.avx512)
-      missing = "the CPU lacks AVX512F/BW/VL";
+      missing = cpu.avx512_bf16 ? "the CPU lacks AVX512F/BW/VL" : "the CPU lacks AVX512F/BW/VL and AVX512_BF16";
     else
       missing = "the CPU lacks AVX512_BF16";
     if (!cpu.disabled.empty()) missing += " (BOSCH_CPU_DISABLE=" + cpu.disabled + ")";
