@@ -204,6 +204,7 @@ TEST_CASE("precision dispatch: a CPU forced to lack AVX512_BF16 gets fp32 with t
     ScopedEnv env("BOSCH_CPU_DISABLE", "avx1024");
     CHECK_THROWS_AS(cpu::detect_cpu_features(), invalid_argument);
     CHECK_THROWS_AS(cpu::Backend(m, {.precision = cpu::Precision::automatic}), invalid_argument);
+    CHECK(cpu::Backend(m).precision().precision == cpu::Precision::fp32);  // fp32 detects nothing
   }
   // The default stays fp32 whatever the CPU.
   CHECK(cpu::Backend(m).precision().precision == cpu::Precision::fp32);

@@ -192,6 +192,10 @@ PrecisionChoice choose_precision(Precision requested, const CpuFeatures& cpu) {
   return c;
 }
 
-PrecisionChoice choose_precision(Precision requested) { return choose_precision(requested, detect_cpu_features()); }
+PrecisionChoice choose_precision(Precision requested) {
+  // fp32 needs no detection: the default never depends on cpuid or the environment.
+  if (requested == Precision::fp32) return choose_precision(requested, CpuFeatures{});
+  return choose_precision(requested, detect_cpu_features());
+}
 
 }  // namespace bosch::cpu

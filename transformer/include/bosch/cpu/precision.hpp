@@ -105,7 +105,8 @@ struct PrecisionChoice {
 PrecisionChoice choose_precision(Precision requested, const CpuFeatures& cpu);
 
 /// choose_precision(requested, detect_cpu_features()): what a Backend built
-/// with Options::precision = requested runs on this machine.
+/// with Options::precision = requested runs on this machine. For fp32 it
+/// detects nothing (so a bad BOSCH_CPU_DISABLE fails only bf16/automatic).
 PrecisionChoice choose_precision(Precision requested);
 
 }  // namespace bosch::cpu
