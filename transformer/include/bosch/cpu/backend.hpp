@@ -49,8 +49,8 @@ struct Options {
   int swa_tile = 0;
   /// Precision of the layers' products (cpu/precision.hpp): fp32 (the
   /// default: references, held-out figures, published tables), bf16, or
-  /// automatic (bf16 where the CPU has AVX512_BF16, else fp32). What runs is
-  /// Backend::precision().
+  /// automatic (bf16 where the CPU has AMX-BF16 or AVX512_BF16, else fp32).
+  /// What runs is Backend::precision().
   Precision precision = Precision::fp32;
 };
 
@@ -201,9 +201,10 @@ class Backend {
   std::vector<float> decode_step(DecodeState& state, int token, const AttentionWindows& windows) const;
 
   /// Bytes of scratch memory one forward over n tokens allocates: the
-  /// activations of one layer (with their bf16 copy in bf16), the RoPE table
-  /// and the attention's per-thread buffers (excluding the residual stream, n x hidden floats, and the
-  /// logits, vocab floats per requested position).
+  /// activations of one layer (with their bf16 copy in bf16), the RoPE
+  /// table and the attention's per-thread buffers (excluding the residual
+  /// stream, n x hidden floats, and the logits, vocab floats per requested
+  /// position).
   std::size_t scratch_bytes(int n) const noexcept;
 
   /// Floating-point operations of one forward over n tokens with logits at
