@@ -4,6 +4,7 @@
 
 #include <bosch/cpu/attention.hpp>
 #include <bosch/cpu/backend.hpp>
+#include <bosch/cpu/bf16.hpp>
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/cpu/layer.hpp>
 #include <bosch/cpu/rope.hpp>
@@ -26,8 +27,9 @@ void check_residual(const Residual& x, const model::Config& c, int first, int la
 
 /// Runs layers [first, last) on the packed rows x (sequence b = rows
 /// [offsets[b], offsets[b+1])): decoder_layer with the caller's hooks.
-void run_packed(const model::Model& model, const Options& options, float* x, std::span<const int> offsets,
-                int first, int last, const AttentionWindows& windows, const LayerHooks& hooks = {}) {
+void run_packed(const model::Model& model, const Options& options, const Bf16Weights* bf16, float* x,
+                std::span<const int> offsets, int first, int last, const AttentionWindows& windows,
+                const LayerHooks& hooks = {}) {
   const auto& c = model.config;
   const std::size_t N = static_cast<std::size_t>(offsets.back());
   if (first >= last || N == 0) return;
@@ -35,12 +37,12 @@ void run_packed(const model::Model& model, const Options& options, float* x, std
   int longest = 0;
   for (std::size_t b = 0; b + 1 < offsets.size(); ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
   const RopeTable rope(c, longest);
-  LayerScratch s(c, N);
+  LayerScratch s(c, N, bf16 != nullptr);
   const AttentionTiles tiles{options.tile, options.swa_tile};
   std::vector<HeadWindow> hw(static_cast<std::size_t>(c.num_kv_heads));
   for (int l = first; l < last; ++l) {
     layer_windows(windows, l, hw);
-    decoder_layer(model, l, x, LayerRows{offsets, 0}, rope, hw, tiles, s, hooks);
+    decoder_layer(model, l, x, LayerRows{offsets, 0}, rope, hw, tiles, s, hooks, bf16);
   }
 }
 
@@ -76,7 +78,14 @@ Backend::Backend(const model::Model& model, Options options) : model_(&model), o
     throw invalid_argument("swa_tile must be >= 0, got " + std::to_string(options_.swa_tile), "swa_tile");
   if (options_.threads < 0)
     throw invalid_argument("threads must be >= 0, got " + std::to_string(options_.threads), "threads");
+  precision_ = choose_precision(options_.precision);
+  if (precision_.precision == Precision::bf16) {
+    ThreadScope threads(options_.threads);
+    bf16_ = std::make_shared<const Bf16Weights>(pack_bf16(model, precision_.kernel));
+  }
 }
+
+std::size_t Backend::packed_bytes() const noexcept { return bf16_ ? bf16_->bytes() : 0; }
 
 const model::Config& Backend::config() const noexcept { return model_->config; }
 const model::Model& Backend::model() const noexcept { return *model_; }
@@ -132,7 +141,7 @@ void Backend::run_layers(Residual& x, int first, int last, const AttentionWindow
   check_residual(x, c, first, last);
   windows.check(c.layout(), "windows");
   const int offsets[2] = {0, x.n_tokens};
-  run_packed(*model_, options_, x.data.data(), offsets, first, last, windows, hooks);
+  run_packed(*model_, options_, bf16_.get(), x.data.data(), offsets, first, last, windows, hooks);
 }
 
 std::vector<float> Backend::logits(const Residual& x, std::span<const int> positions) const {
@@ -167,7 +176,7 @@ DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows
     state.cache.write(view.layer, view.k, view.v, view.rows, view.shape.kv_stride, n);
     return KeyValues{view.k, view.v, view.rows};
   };
-  run_packed(*model_, options_, x.data.data(), offsets, 0, c.num_layers, windows, hooks);
+  run_packed(*model_, options_, bf16_.get(), x.data.data(), offsets, 0, c.num_layers, windows, hooks);
   state.cache.advance(n);
   state.positions = n;
   if (last_logits) {
@@ -193,7 +202,7 @@ std::vector<std::vector<float>> Backend::forward_batch(std::span<const std::vect
     frame::check_positions(positions[b], static_cast<int>(sequences[b].size()), "positions", static_cast<int>(b));
     for (int p : positions[b]) rows.push_back(static_cast<std::size_t>(offsets[b] + p));
   }
-  run_packed(*model_, options_, x.data(), offsets, 0, c.num_layers, windows);
+  run_packed(*model_, options_, bf16_.get(), x.data(), offsets, 0, c.num_layers, windows);
   const std::vector<float> all = project(*model_, options_, x.data(), rows);
   std::vector<std::vector<float>> out(sequences.size());
   const std::size_t vocab = static_cast<std::size_t>(c.vocab_size);
@@ -211,17 +220,17 @@ std::size_t Backend::scratch_bytes(int n) const noexcept {
   const auto& c = config();
   const auto rows = static_cast<std::size_t>(std::max(0, n));
   const auto hd = static_cast<std::size_t>(c.head_dim);
-  // h, q, k, v, attention output, gate, up; the RoPE table (cos + sin).
-  std::size_t floats = rows * (static_cast<std::size_t>(c.hidden_size) + 2 * c.num_heads * hd +
-                               2 * c.num_kv_heads * hd + 2 * static_cast<std::size_t>(c.intermediate_size)) +
-                       rows * hd;
+  // h, q, k, v, attention output, gate, up (and their bf16 copy); the RoPE
+  // table (cos + sin).
+  const std::size_t layer = LayerScratch::bytes(c, rows, bf16_ != nullptr);
+  std::size_t floats = rows * hd;
   // Attention, per thread: packed queries, accumulator and a score chunk of
   // (group x tile) rows by 4 tiles of keys.
   const auto tile = static_cast<std::size_t>(std::max(1, options_.tile));
   const auto group_rows = static_cast<std::size_t>(c.num_heads / c.num_kv_heads) * tile;
   const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   floats += static_cast<std::size_t>(threads) * group_rows * (2 * hd + 4 * ((tile + 7) / 8 * 8));
-  return floats * sizeof(float);
+  return layer + floats * sizeof(float);
 }
 
 double Backend::flops(int n, int logit_rows, const AttentionWindows& windows) const {

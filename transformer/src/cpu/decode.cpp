@@ -49,7 +49,7 @@ std::vector<float> Backend::decode_step(DecodeState& state, int token, const Att
   if (state.cache.capacity() <= p) state.cache.reserve(p < (1 << 29) ? std::max(p + 1, 2 * p) : p + 1);
   const int token_span[1] = {token};
   Residual x = embed(token_span);
-  LayerScratch s(c, 1);
+  LayerScratch s(c, 1, bf16_ != nullptr);
   LayerHooks hooks;
   KvCache& cache = state.cache;
   hooks.cache = [&cache, p](const LayerView& view) {
@@ -65,7 +65,8 @@ std::vector<float> Backend::decode_step(DecodeState& state, int token, const Att
   // stays usable.
   for (int l = 0; l < c.num_layers; ++l) {
     layer_windows(windows, l, hw);
-    decoder_layer(*model_, l, x.data.data(), LayerRows{offsets, p}, state.rope, hw, AttentionTiles{options_.tile, options_.swa_tile}, s, hooks);
+    decoder_layer(*model_, l, x.data.data(), LayerRows{offsets, p}, state.rope, hw, AttentionTiles{options_.tile, options_.swa_tile}, s, hooks,
+                  bf16_.get());
   }
   cache.advance(1);
   state.positions = p + 1;

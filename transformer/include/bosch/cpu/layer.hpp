@@ -24,11 +24,13 @@
 /// statistics, probes) is bitwise the layer without them.
 
 #include <bosch/cpu/attention.hpp>
+#include <bosch/cpu/bf16.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/model/windows.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
@@ -38,7 +40,12 @@ namespace bosch::cpu {
 /// The activations of one layer over `rows` tokens, reused from layer to layer.
 struct LayerScratch {
   std::vector<float> h, q, k, v, att, gate, up;
-  LayerScratch(const model::Config& config, std::size_t rows);
+  /// bf16 copy of a product's input (cpu/bf16.hpp), empty in fp32.
+  Bf16Vector xb;
+  /// @param bf16 whether the layer runs bf16 products (sizes xb)
+  LayerScratch(const model::Config& config, std::size_t rows, bool bf16 = false);
+  /// Bytes LayerScratch(config, rows, bf16) allocates.
+  static std::size_t bytes(const model::Config& config, std::size_t rows, bool bf16);
 };
 
 /// Keys and values attention reads: `rows` rows of shape.kv_stride floats,
@@ -101,6 +108,10 @@ void layer_windows(const AttentionWindows& windows, int layer, std::span<HeadWin
 
 /// Runs decoder layer `layer` of `model` on the residual rows `x`
 /// ([offsets.back(), hidden] row-major fp32) in place, as in the file comment.
+/// The seven products (Q, K, V, O, gate, up, down) run in fp32 (Eigen) when
+/// `bf16` is null, else in bf16 on its packed weights and kernel
+/// (cpu/bf16.hpp; `scratch` must then have been built with bf16 = true);
+/// everything else is fp32 either way.
 /// `rope` must cover positions start .. start + longest sequence - 1;
 /// `windows` has one entry per KV head; `scratch` holds at least
 /// offsets.back() rows. Attention: the tiled kernel (cpu::attention with
@@ -110,6 +121,6 @@ void layer_windows(const AttentionWindows& windows, int layer, std::span<HeadWin
 /// model::validate and the arguments must fit it (not re-checked here).
 void decoder_layer(const model::Model& model, int layer, float* x, const LayerRows& rows,
                    const RopeTable& rope, std::span<const HeadWindow> windows, const AttentionTiles& tiles,
-                   LayerScratch& scratch, const LayerHooks& hooks = {});
+                   LayerScratch& scratch, const LayerHooks& hooks = {}, const Bf16Weights* bf16 = nullptr);
 
 }  // namespace bosch::cpu
