@@ -187,7 +187,8 @@ int run_compare(int argc, char** argv) {
     oo.info() << "tasks: " << run.calibration().samples.size() << " calibration and " << held_out.samples.size()
               << " held-out samples of <= " << settings.longest_context() << " tokens; window " << eo.window
               << ", sinks " << eo.sinks << "\n";
-    const cpu::Backend& backend = *run.cpu_backend();
+    // Rankings and held-out figures in fp32; the searches in --precision.
+    const cpu::Backend& backend = *run.cpu_report_backend();
     TransformerEvaluator<cpu::Backend>& evaluator = *run.cpu_evaluator();
     std::shared_ptr<void> mpi_scoring;  // MPI: PROXY spread over the ranks (mpi_session.hpp)
     smo.scoring = shared_scoring(evaluator, oo.info(), mpi_scoring);
@@ -240,6 +241,7 @@ int run_compare(int argc, char** argv) {
               {"ratio_order", eval::to_string(ratio_order)},
               {"warm_start", wo.warm_start},
               {"candidates", candidate_names}};
+    if (settings.precision != cpu::Precision::fp32) co.run["precision"] = run.precision();
     const auto result = eval::run_comparison(methods, sets, evaluator.layout(), co,
                                              [&oo](const std::string& s) { oo.info() << s << "\n"; });
     if (!mpi_session().root()) return exit_success;

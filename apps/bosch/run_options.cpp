@@ -28,6 +28,7 @@ std::string value_text(const T& v) {
   if constexpr (std::is_same_v<T, std::vector<tasks::TaskKind>>) return task_list_string(v);
   else if constexpr (std::is_same_v<T, std::vector<int>>) return context_list_string(v);
   else if constexpr (std::is_same_v<T, std::string>) return v;
+  else if constexpr (std::is_same_v<T, cpu::Precision>) return std::string(cpu::to_string(v));
   else if constexpr (std::is_enum_v<T>) return to_string(v);
   else if constexpr (std::is_same_v<T, std::vector<std::string>>) return {};
   else return std::to_string(v);
@@ -54,6 +55,8 @@ T parse(const po::variable_value& value, const std::string& option) {
       }
     } else if constexpr (std::is_same_v<T, std::vector<int>>) {
       return parse_context_list(text, option);
+    } else if constexpr (std::is_same_v<T, cpu::Precision>) {
+      return cpu::parse_precision(text, option);
     } else {
       static_assert(std::is_same_v<T, Device>, "a setting type without a command-line form");
       return parse_device(text, option);

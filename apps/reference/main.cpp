@@ -43,6 +43,7 @@ std::string shown(const T& v) {
   } else if constexpr (std::is_same_v<T, std::vector<bosch::HeadMask>>) return "none";
   else if constexpr (std::is_same_v<T, std::string>) return v.empty() ? "(required)" : v;
   else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+  else if constexpr (std::is_same_v<T, bosch::cpu::Precision>) return std::string(bosch::cpu::to_string(v));
   else if constexpr (std::is_enum_v<T>) return to_string(v);
   else if constexpr (std::is_floating_point_v<T>) return number(v);
   else return std::to_string(v);

@@ -53,6 +53,15 @@ struct setting_traits<Device> {
   static std::string repr(Device d) { return "'" + std::string(to_string(d)) + "'"; }
 };
 template <>
+struct setting_traits<cpu::Precision> {
+  static cpu::Precision from_py(nb::handle h, std::string_view f) {
+    if (!PyUnicode_Check(h.ptr())) wrong_type(f, "'fp32', 'bf16' or 'automatic'", h);
+    return cpu::parse_precision(nb::cast<std::string>(h), std::string(f));
+  }
+  static std::string py_type() { return "typing.Literal['fp32', 'bf16', 'automatic']"; }
+  static std::string repr(cpu::Precision p) { return "'" + std::string(cpu::to_string(p)) + "'"; }
+};
+template <>
 struct setting_traits<std::vector<tasks::TaskKind>> {
   static std::vector<tasks::TaskKind> from_py(nb::handle h, std::string_view f) {
     std::string names;

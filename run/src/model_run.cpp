@@ -51,6 +51,9 @@ struct ModelRun::Impl {
   virtual HeldOutReport held_out_report(const HeadMask& mask, const ReportOptions& options,
                                         const tasks::TaskSet& tasks) = 0;
   virtual const cpu::Backend* cpu_backend() const { return nullptr; }
+  virtual const cpu::Backend* cpu_report_backend() const { return nullptr; }
+  /// What the calibration forwards compute in ("fp32", "bf16 (amx-bf16)", "bf16 (cuda)").
+  virtual std::string precision() const = 0;
   virtual TransformerEvaluator<cpu::Backend>* cpu_evaluator() { return nullptr; }
 };
 
@@ -91,13 +94,37 @@ struct BackendImpl final : ModelRun::Impl {
   TransformerEvaluatorStats stats() const override { return backend_holder.evaluator.stats(); }
   HeldOutReport held_out_report(const HeadMask& mask, const ReportOptions& options,
                                 const tasks::TaskSet& tasks) override {
-    return evaluate_held_out(backend_holder.backend, backend_holder.model.tokenizer, tasks,
-                             backend_holder.evaluator.windows(mask), options);
+    const AttentionWindows windows = backend_holder.evaluator.windows(mask);
+    if constexpr (std::is_same_v<B, cpu::Backend>)
+      return evaluate_held_out(*cpu_report_backend(), backend_holder.model.tokenizer, tasks, windows, options);
+    else
+      return evaluate_held_out(backend_holder.backend, backend_holder.model.tokenizer, tasks, windows, options);
   }
   const cpu::Backend* cpu_backend() const override {
     if constexpr (std::is_same_v<B, cpu::Backend>) return &backend_holder.backend;
     return nullptr;
   }
+  /// Held-out reports run in fp32 whatever the search's precision: a second
+  /// backend on the same weights when the search's is not fp32.
+  const cpu::Backend* cpu_report_backend() const override {
+    if constexpr (std::is_same_v<B, cpu::Backend>) {
+      if (backend_holder.backend.precision().precision == cpu::Precision::fp32) return &backend_holder.backend;
+      if (!report_backend) {
+        cpu::Options co;
+        co.threads = usable_threads(settings.threads);
+        report_backend.emplace(backend_holder.model, co);
+      }
+      return &*report_backend;
+    }
+    return nullptr;
+  }
+  std::string precision() const override {
+    if constexpr (std::is_same_v<B, cpu::Backend>)
+      return backend_holder.backend.precision().name();
+    else
+      return "bf16 (cuda)";
+  }
+  mutable std::optional<cpu::Backend> report_backend;
   TransformerEvaluator<cpu::Backend>* cpu_evaluator() override {
     if constexpr (std::is_same_v<B, cpu::Backend>) return &backend_holder.evaluator;
     return nullptr;
@@ -133,15 +160,25 @@ ModelRun::ModelRun(RunSettings settings, const InfoSink& info) {
   if (settings.device == Device::cpu) {
     cpu::Options co;
     co.threads = threads;
+    co.precision = settings.precision;
     impl_ = std::make_unique<BackendImpl<cpu::Backend>>(settings, std::move(m), std::move(calib_copy), co);
   } else {
 #ifdef BOSCH_HAVE_CUDA
+    if (settings.precision == cpu::Precision::fp32)
+      throw invalid_argument("the CUDA backend computes in bf16: use bf16 or automatic (held-out reports too)",
+                             "precision");
     cuda::Options co;
     co.device = settings.gpu;
     impl_ = std::make_unique<BackendImpl<cuda::Backend>>(settings, std::move(m), std::move(calib_copy), co);
 #endif
   }
   impl_->calibration = std::move(calibration);
+  if (settings.precision != cpu::Precision::fp32) {
+    const std::string reason =
+        settings.device == Device::cpu ? cpu::choose_precision(settings.precision).reason : "the CUDA backend";
+    emit(info, "precision: " + impl_->precision() + " for the search (" + reason + "); held-out reports in " +
+                   (settings.device == Device::cpu ? "fp32" : "bf16") + "\n");
+  }
 }
 
 ModelRun::~ModelRun() = default;
@@ -202,7 +239,7 @@ const eval::HeadScores& ModelRun::ranking(eval::Method method, std::uint64_t see
     o.window = impl_->settings.window;
     o.sinks = impl_->settings.sinks;
     o.seed = seed;
-    if (const cpu::Backend* b = impl_->cpu_backend()) {
+    if (const cpu::Backend* b = impl_->cpu_report_backend()) {
       s = eval::compute_head_scores(method, *b, impl_->calibration, o);
     } else {
       cpu::Options co;
@@ -221,14 +258,23 @@ const eval::HeadScores& ModelRun::ranking(eval::Method method, std::uint64_t see
 nlohmann::json ModelRun::identity() const {
   nlohmann::json j{{"format", "bosch.select_run"}, {"model_fingerprint", model().fingerprint}};
   j.update(to_json(impl_->settings, {SettingRole::identity}));
+  // What ran, not what was asked: automatic resolves by CPU, and AMX sums in
+  // its own order (docs/precision.md).
+  j["precision"] = impl_->precision();
   return j;
 }
 
+std::string ModelRun::precision() const { return impl_->precision(); }
+
 nlohmann::json ModelRun::metadata(const Options& options, const Result& result) const {
-  return mask_metadata(model(), options, result, impl_->settings.evaluator(), impl_->settings.suite());
+  nlohmann::json meta =
+      mask_metadata(model(), options, result, impl_->settings.evaluator(), impl_->settings.suite());
+  meta["precision"] = impl_->precision();
+  return meta;
 }
 
 const cpu::Backend* ModelRun::cpu_backend() const noexcept { return impl_->cpu_backend(); }
+const cpu::Backend* ModelRun::cpu_report_backend() const { return impl_->cpu_report_backend(); }
 TransformerEvaluator<cpu::Backend>* ModelRun::cpu_evaluator() noexcept { return impl_->cpu_evaluator(); }
 
 }  // namespace bosch

@@ -194,6 +194,8 @@ nlohmann::json setting_json(const T& v) {
     nlohmann::json names = nlohmann::json::array();
     for (const auto& f : v) names.push_back(std::filesystem::path(f).filename().string());
     return names;
+  } else if constexpr (std::is_same_v<T, cpu::Precision>) {
+    return std::string(cpu::to_string(v));
   } else if constexpr (std::is_enum_v<T>) {
     return to_string(v);
   } else {
@@ -216,6 +218,9 @@ T setting_from_json(const nlohmann::json& v, const std::string& at) {
   } else if constexpr (std::is_same_v<T, Device>) {
     if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
     return parse_device(v.get<std::string>(), at);
+  } else if constexpr (std::is_same_v<T, cpu::Precision>) {
+    if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
+    return cpu::parse_precision(v.get<std::string>(), at);
   } else if constexpr (std::is_same_v<T, bool>) {
     if (!v.is_boolean()) throw format_error(std::string("expected true or false, found ") + v.type_name(), at);
     return v.get<bool>();

@@ -100,7 +100,8 @@ class ModelRun {
   double forwards() const;
 
   // --- reports ------------------------------------------------------------------------
-  /// Scores `mask` on `tasks` (default: held_out()) as `bosch evaluate` does.
+  /// Scores `mask` on `tasks` (default: held_out()) as `bosch evaluate` does,
+  /// in fp32 on the CPU whatever the search's precision.
   HeldOutReport held_out_report(const HeadMask& mask, const ReportOptions& options,
                                 const tasks::TaskSet* tasks = nullptr);
 
@@ -121,8 +122,16 @@ class ModelRun {
   /// whose keys are the settings' names.
   nlohmann::json metadata(const Options& options, const Result& result) const;
 
+  /// What the calibration forwards compute in: "fp32", "bf16 (amx-bf16)",
+  /// "bf16 (avx512-bf16)", "bf16 (emulated)" or "bf16 (cuda)" (the settings'
+  /// precision resolved on this machine; recorded in the identity and metadata).
+  std::string precision() const;
+
   /// The CPU backend and its evaluator when the device is the CPU, else nullptr.
   const cpu::Backend* cpu_backend() const noexcept;
+  /// The fp32 CPU backend of held-out reports (the search's own when it runs
+  /// fp32; else one made on first use on the same weights), nullptr on CUDA.
+  const cpu::Backend* cpu_report_backend() const;
   TransformerEvaluator<cpu::Backend>* cpu_evaluator() noexcept;
 
   struct Impl;

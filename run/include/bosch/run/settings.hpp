@@ -12,6 +12,8 @@
 /// the Python package (bosch.TransformerEvaluator) and the mask metadata are
 /// generated from it. docs/cli.md and docs/python.md list the table.
 
+#include <bosch/cpu/backend.hpp>
+#include <bosch/cpu/precision.hpp>
 #include <bosch/error.hpp>
 #include <bosch/options.hpp>
 #include <bosch/eval/suite.hpp>
@@ -66,6 +68,11 @@ struct RunSettings {
   Device device = Device::cpu;
   int gpu = 0;      ///< CUDA device index
   int threads = 0;  ///< CPU threads; 0 = all hardware threads (more are capped)
+  /// Arithmetic of the calibration forwards (docs/precision.md): fp32, bf16
+  /// (fp32 accumulation) or automatic (bf16 where the CPU runs it natively,
+  /// else fp32). Held-out reports always run in fp32. The CUDA backend
+  /// computes in bf16 (fp32 is refused there).
+  cpu::Precision precision = cpu::Options{}.precision;
 
   // --- the task suite (TaskSuiteOptions) --------------------------------------------
   std::vector<tasks::TaskKind> tasks = TaskSuiteOptions{}.kinds;
@@ -160,6 +167,10 @@ void for_each_setting(F&& f) {
       G::model, R::run});
   f(SettingField<int>{"threads", &S::threads, "CPU threads (0 = all cores)",
       detail::check_non_negative, G::model, R::run});
+  f(SettingField<cpu::Precision>{"precision", &S::precision,
+      "arithmetic of the calibration forwards: fp32 | bf16 | automatic (bf16 where the CPU runs "
+      "it natively, else fp32); held-out reports always run in fp32", nullptr, G::model,
+      R::identity, {}, "fp32|bf16|automatic"});
   f(SettingField<std::vector<tasks::TaskKind>>{"tasks", &S::tasks,
       "task kinds: niah_single_1..3, niah_multikey_1..3, niah_multivalue, niah_multiquery, "
       "passkey, copy", detail::check_tasks, G::tasks, R::identity, "tasks,t", "LIST"});
