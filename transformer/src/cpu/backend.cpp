@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// bosch::cpu::Backend: the decoder forward pass (llama / qwen2 / qwen3) with
+// bosch::cpu::Backend: the decoder forward pass (llama / qwen2 / qwen3 / qwen3moe) with
 // per-KV-head attention windows, on packed batches of sequences.
 
 #include <bosch/cpu/attention.hpp>
@@ -245,25 +245,36 @@ std::size_t Backend::scratch_bytes(int n) const noexcept {
   const auto& c = config();
   const auto rows = static_cast<std::size_t>(std::max(0, n));
   const auto hd = static_cast<std::size_t>(c.head_dim);
-  // h, q, k, v, attention output, gate, up; the RoPE table (cos + sin).
+  // h, q, k, v, attention output, gate, up (when a layer is dense); the RoPE
+  // table (cos + sin); in sparse layers the router logits, the k gathered
+  // rows per token and their expert activations (cpu/moe.hpp).
+  const std::size_t ff = c.has_dense_layer() ? 2 * static_cast<std::size_t>(c.intermediate_size) : 0;
   std::size_t floats = rows * (static_cast<std::size_t>(c.hidden_size) + 2 * c.num_heads * hd +
-                               2 * c.num_kv_heads * hd + 2 * static_cast<std::size_t>(c.intermediate_size)) +
+                               2 * c.num_kv_heads * hd + ff) +
                        rows * hd;
+  if (c.moe.num_experts > 0)
+    floats += rows * (static_cast<std::size_t>(c.moe.num_experts) +
+                      static_cast<std::size_t>(c.moe.num_experts_used) *
+                          (static_cast<std::size_t>(c.hidden_size) + static_cast<std::size_t>(c.moe.expert_intermediate_size)));
   // Attention, per thread: packed queries, accumulator and a score chunk of
   // (group x tile) rows by 4 tiles of keys.
   const auto tile = static_cast<std::size_t>(std::max(1, options_.tile));
   const auto group_rows = static_cast<std::size_t>(c.num_heads / c.num_kv_heads) * tile;
   const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   floats += static_cast<std::size_t>(threads) * group_rows * (2 * hd + 4 * ((tile + 7) / 8 * 8));
+  // The experts' gate and up blocks, per thread (moe.cpp: 128 rows x 256 columns).
+  if (c.moe.num_experts > 0) floats += static_cast<std::size_t>(threads) * 2 * 128 * 256;
   return floats * sizeof(float);
 }
 
 double Backend::flops(int n, int logit_rows, const AttentionWindows& windows) const {
   const auto& c = config();
-  const double d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
+  const double d = c.hidden_size, hd = c.head_dim;
   const double qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
-  const double per_token_layer = 2.0 * (d * qd + 2.0 * d * kvd + qd * d + 3.0 * d * ff);
-  double total = per_token_layer * c.num_layers * n + 2.0 * d * c.vocab_size * logit_rows;
+  // Projections, and each layer's FFN (the active experts only in sparse layers).
+  double per_token = 2.0 * (d * qd + 2.0 * d * kvd + qd * d) * c.num_layers;
+  for (int l = 0; l < c.num_layers; ++l) per_token += model::ffn_flops(c, l);
+  double total = per_token * n + 2.0 * d * c.vocab_size * logit_rows;
   const int G = c.num_heads / c.num_kv_heads;
   for (int l = 0; l < c.num_layers; ++l)
     for (int g = 0; g < c.num_kv_heads; ++g) {

@@ -3,6 +3,7 @@
 
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/cpu/layer.hpp>
+#include <bosch/cpu/moe.hpp>
 
 namespace bosch::cpu {
 
@@ -12,8 +13,8 @@ LayerScratch::LayerScratch(const model::Config& c, std::size_t rows)
       k(rows * c.num_kv_heads * c.head_dim),
       v(rows * c.num_kv_heads * c.head_dim),
       att(rows * c.num_heads * c.head_dim),
-      gate(rows * c.intermediate_size),
-      up(rows * c.intermediate_size) {}
+      gate(c.has_dense_layer() ? rows * c.intermediate_size : 0),
+      up(c.has_dense_layer() ? rows * c.intermediate_size : 0) {}
 
 AttentionShape attention_shape(const model::Config& c) {
   AttentionShape shape;
@@ -68,8 +69,13 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
   linear(s.att.data(), N, L.wo, nullptr, s.h.data());
   add_inplace(x, s.h.data(), N * d);
 
-  // Feed-forward block (SwiGLU).
+  // Feed-forward block: SwiGLU, or the mixture of experts (cpu/moe.hpp).
   rms_norm(x, s.h.data(), N, d, L.ffn_norm.data(), eps);
+  if (c.is_sparse_layer(layer)) {
+    moe_ffn(s.h.data(), N, L, c, s.moe, s.h.data());
+    add_inplace(x, s.h.data(), N * d);
+    return;
+  }
   linear(s.h.data(), N, L.w_gate, nullptr, s.gate.data());
   linear(s.h.data(), N, L.w_up, nullptr, s.up.data());
   silu_mul(s.gate.data(), s.up.data(), N * static_cast<std::size_t>(c.intermediate_size));

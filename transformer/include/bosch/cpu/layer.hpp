@@ -16,6 +16,7 @@
 ///     x   += linear(att, wo)
 ///     h    = rms_norm(x, ffn_norm)
 ///     x   += linear(silu_mul(linear(h, w_gate), linear(h, w_up)), w_down)
+///            or, in a sparse (Qwen3-MoE) layer, x += moe_ffn(h) (cpu/moe.hpp)
 ///
 /// Backend::run_layers / forward / forward_batch / prefill / decode_step and
 /// eval::run_probed_layer all run this function; they differ only in their
@@ -24,6 +25,7 @@
 /// statistics, probes) is bitwise the layer without them.
 
 #include <bosch/cpu/attention.hpp>
+#include <bosch/cpu/moe.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/model/windows.hpp>
@@ -35,9 +37,12 @@
 
 namespace bosch::cpu {
 
-/// The activations of one layer over `rows` tokens, reused from layer to layer.
+/// The activations of one layer over `rows` tokens, reused from layer to
+/// layer (gate and up only when some layer is dense; the experts' buffers
+/// grow on first use).
 struct LayerScratch {
   std::vector<float> h, q, k, v, att, gate, up;
+  MoeScratch moe;
   LayerScratch(const model::Config& config, std::size_t rows);
 };
 
