@@ -7,7 +7,7 @@
 ///
 ///     h    = rms_norm(x, attn_norm)
 ///     q    = linear(h, wq, bq)      k = linear(h, wk, bk)      v = linear(h, wv, bv)
-///     q    = rms_norm(q, q_norm)    k = rms_norm(k, k_norm)    (qwen3 only)
+///     q    = rms_norm(q, q_norm)    k = rms_norm(k, k_norm)    (qwen3, qwen3moe)
 ///     q, k = rope(q, k)             at each row's position
 ///     kv   = hooks.cache(k, v)      KV-cache append (default: the new rows)
 ///            hooks.inspect(q, k)    probes and statistics

@@ -29,7 +29,7 @@ enum class RopeStyle {
   /// Adjacent pairs (2i, 2i+1): the GGUF `llama` layout, where the converter
   /// permuted the rows of Q and K (llama.cpp's "normal" rope).
   interleaved,
-  /// Halves (i, i + d/2): Hugging Face checkpoints and GGUF `qwen2`/`qwen3`
+  /// Halves (i, i + d/2): Hugging Face checkpoints and GGUF `qwen2`/`qwen3`/`qwen3moe`
   /// (llama.cpp's "neox" rope).
   neox,
 };

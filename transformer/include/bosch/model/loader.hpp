@@ -36,7 +36,7 @@
 /// tensors in another architecture are refused.
 ///
 /// Biases are required for qwen2 and loaded when present for llama (all
-/// three or none); Q/K norms are required for qwen3. The output projection is
+/// three or none); Q/K norms are required for qwen3 and qwen3moe. The output projection is
 /// tied to the embedding when it is absent (GGUF), when it is byte-identical to
 /// the embedding (GGUF; loaded once), or as config.json's tie_word_embeddings
 /// says (HF; when unset, when lm_head.weight is absent). Tensors of layers at
@@ -73,7 +73,7 @@ struct Checkpoint {
 /// attention.layer_norm_rms_epsilon (1e-5), context_length,
 /// vocab_size (default: tokenizer.ggml.tokens count, else token_embd rows)).
 /// RoPE style: interleaved for llama (Q/K rows stay as the converter permuted
-/// them), neox for qwen2/qwen3. A `rope_freqs.weight` tensor (Llama 3.1 RoPE
+/// them), neox for qwen2/qwen3/qwen3moe. A `rope_freqs.weight` tensor (Llama 3.1 RoPE
 /// scaling) is turned back into RopeScaling{"llama3", ...} when it matches that
 /// formula (checked to 1e-3 relative), else rejected. tie_embeddings and
 /// qkv_bias reflect the tensors present. qwen3moe adds expert_count,
