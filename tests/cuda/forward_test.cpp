@@ -25,6 +25,7 @@
 // argmax must agree wherever the reference's top-2 margin exceeds twice the
 // threshold.
 
+#include "../cpu/reference.hpp"
 #include "../cpu/tiny_model.hpp"
 #include "cuda_support.hpp"
 
@@ -53,12 +54,15 @@ void round_matrix(model::Matrix& m, DType t) {
 }
 
 // The model with every GEMM weight and the embedding rounded to `t` (norm
-// gains and biases stay fp32, as on the device).
+// gains, biases and the MoE router stay fp32, as on the device: the router
+// runs on the host).
 model::Model rounded_weights(model::Model m, DType t) {
   round_matrix(m.weights.embedding, t);
   round_matrix(m.weights.lm_head, t);
   for (auto& l : m.weights.layers) {
-    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) round_matrix(*w, t);
+    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.gate_exps, &l.up_exps,
+                    &l.down_exps})
+      round_matrix(*w, t);
   }
   return m;
 }
@@ -418,6 +422,71 @@ TEST_CASE("CUDA backend: bad inputs raise invalid_argument naming what is wrong"
   CHECK(empty.n_tokens() == 0);
   gpu.run_layers(empty, 0, cfg.num_layers, AttentionWindows::full());
   CHECK(gpu.logits(empty, none).empty());
+}
+
+namespace {
+
+// n random tokens (the first of `tries` seeds from `seed`) whose routing in
+// every sparse layer of `m` under `w` is decisive: the reference's k-th and
+// (k+1)-th router logits at least `margin` apart for every token. The CUDA
+// residual differs from the CPU's by 16-bit rounding (about 1e-2 relative),
+// which moves router logits of magnitude ~3 by a few 1e-2: a margin of 0.25
+// keeps both backends on the same experts, so the comparison tests the
+// experts' arithmetic, not a coin flip at a near tie.
+std::vector<int> decisive_tokens(const model::Model& m, int n, const AttentionWindows& w, double margin,
+                                 std::uint64_t seed, int tries = 2000) {
+  for (int t = 0; t < tries; ++t) {
+    auto tokens = test::random_tokens(n, m.config.vocab_size, seed + static_cast<std::uint64_t>(t));
+    double got = 0;
+    (void)test::reference_logits(m, tokens, w, {}, nullptr, nullptr, &got);
+    if (got >= margin) return tokens;
+  }
+  FAIL("no decisive token sequence among " << tries << " seeds");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("CUDA forward matches the CPU backend: Qwen3-MoE (host routing, per-expert GEMMs)") {
+  if (!test::cuda_device()) return;
+  struct Variant {
+    const char* name;
+    model::Config config;
+    int n;
+  };
+  const Variant variants[] = {
+      // Every expert active: no discrete choice, any sequence length.
+      {"top-4 of 4, layer 1 dense", test::tiny_moe_config(2, 4, 4, false), 70},
+      // Top-k of more experts on decisive inputs.
+      {"top-2 of 4, renormalized", test::tiny_moe_config(2, 4, 2, true), 16},
+      {"top-1 of 3, all sparse", test::tiny_moe_config(2, 3, 1, false, 2, {}), 16},
+  };
+  for (const auto& v : variants) {
+    const auto m = test::tiny_model(v.config, test::seed(290));
+    for (const auto& w : {AttentionWindows::full(), AttentionWindows::from_mask(alternating(v.config.layout()), 4, 2)}) {
+      const auto tokens = v.config.moe.num_experts_used == v.config.moe.num_experts
+                              ? test::random_tokens(v.n, v.config.vocab_size, test::seed(291))
+                              : decisive_tokens(m, v.n, w, 0.25, test::seed(292));
+      for (DType t : {DType::bf16, DType::fp16}) {
+        cuda::Options o;
+        o.dtype = t;
+        compare_forward(std::string(v.name) + (w.mask.count() ? " mixed SWA w4 s2" : " full"), m, tokens, w,
+                        test::all_positions(v.n), o);
+      }
+    }
+  }
+  // Layer-wise equals whole, and runs are deterministic, with experts too.
+  const auto m = test::tiny_model(test::tiny_moe_config(), test::seed(293));
+  const cuda::Backend gpu(m);
+  const auto tokens = test::random_tokens(40, m.config.vocab_size, test::seed(294));
+  const auto positions = test::all_positions(40);
+  const auto w = AttentionWindows::from_mask(alternating(m.config.layout()), 5, 1);
+  const auto a = gpu.forward(tokens, w, positions);
+  CHECK(gpu.forward(tokens, w, positions) == a);
+  auto x = gpu.embed(tokens);
+  for (int l = 0; l < m.config.num_layers; ++l) gpu.run_layers(x, l, l + 1, w);
+  CHECK(gpu.logits(x, positions) == a);
+  CHECK(gpu.flops(40, 40, w) == doctest::Approx(cpu::Backend(m).flops(40, 40, w)).epsilon(1e-12));
 }
 
 TEST_CASE("CUDA backend: flops counts match the CPU backend's") {
