@@ -55,9 +55,10 @@ struct MoeScratch {
 /// row's top_k experts e, summed in order of falling weight (fp32). The
 /// router is one GEMM; each expert's rows form one GEMM per matrix (split in
 /// blocks of rows and columns over the OpenMP threads, each a serial Eigen
-/// GEMM), so the cost is that of the active experts only. Deterministic: the
-/// result does not depend on the thread count. `y` may equal `h`. The
-/// weights must fit `config` (model::validate).
+/// GEMM), so the cost is that of the active experts only. The expert blocks
+/// do not depend on the thread count (the router GEMM's split may, as in
+/// every cpu::linear); the same input and thread count give the same bits.
+/// `y` may equal `h`. The weights must fit `config` (model::validate).
 void moe_ffn(const float* h, std::size_t rows, const model::LayerWeights& layer, const model::Config& config,
              MoeScratch& scratch, float* y);
 
