@@ -453,6 +453,33 @@ TEST_CASE("Qwen3-MoE config.json: decoder_sparse_step, mlp_only_layers and trans
   CHECK_FALSE(all.has_dense_layer());
 }
 
+TEST_CASE("Qwen3-MoE config.json shaped like Qwen3-30B-A3B's is read with every key honoured or ignored") {
+  const char* text = R"({
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 6144,
+    "max_position_embeddings": 40960, "max_window_layers": 48, "mlp_only_layers": [],
+    "model_type": "qwen3_moe", "moe_intermediate_size": 768, "norm_topk_prob": true,
+    "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48,
+    "num_key_value_heads": 4, "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+    "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_cache": true,
+    "use_sliding_window": false, "vocab_size": 151936})";
+  const Config c = parse_hf_config(text, "config.json").config;
+  CHECK(c.arch == Arch::qwen3moe);
+  CHECK(c.qk_norm);
+  CHECK(c.layout().num_layers == 48);
+  CHECK(c.layout().num_kv_heads == 4);
+  CHECK(c.head_dim == 128);
+  CHECK(c.moe.num_experts == 128);
+  CHECK(c.moe.num_experts_used == 8);
+  CHECK(c.moe.expert_intermediate_size == 768);
+  CHECK(c.moe.norm_topk_prob);
+  CHECK(c.moe.sparse_layers == std::vector<bool>(48, true));
+  // Active FFN work per token and layer: router 2048 x 128 plus 8 experts of 3 x 2048 x 768.
+  CHECK(ffn_flops(c, 0) == 2.0 * (2048.0 * 128 + 8 * 3 * 2048.0 * 768));
+}
+
 TEST_CASE("writers: the neox <-> interleaved row permutation is llama.cpp's and invertible") {
   Matrix m;
   m.rows = 8;  // 2 heads of 4
