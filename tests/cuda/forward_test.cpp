@@ -25,9 +25,9 @@
 // argmax must agree wherever the reference's top-2 margin exceeds twice the
 // threshold.
 
-#include "../cpu/reference.hpp"
 #include "../cpu/tiny_model.hpp"
 #include "cuda_support.hpp"
+#include "logits_check.hpp"
 
 #include <bosch/cpu/backend.hpp>
 #include <bosch/cuda/backend.hpp>
@@ -43,79 +43,15 @@
 
 using namespace bosch;
 using cuda::DType;
+using test::check_logits;
+using test::error_stats;
+using test::ErrorStats;
+using test::rounded_weights;
 
 static_assert(bosch::Backend<cuda::Backend>, "cuda::Backend models the Backend concept");
 static_assert(std::copyable<cuda::Residual>);
 
 namespace {
-
-void round_matrix(model::Matrix& m, DType t) {
-  for (auto& x : m.data) x = cuda::round_to(x, t);
-}
-
-// The model with every GEMM weight and the embedding rounded to `t` (norm
-// gains, biases and the MoE router stay fp32, as on the device: the router
-// runs on the host).
-model::Model rounded_weights(model::Model m, DType t) {
-  round_matrix(m.weights.embedding, t);
-  round_matrix(m.weights.lm_head, t);
-  for (auto& l : m.weights.layers) {
-    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.gate_exps, &l.up_exps,
-                    &l.down_exps})
-      round_matrix(*w, t);
-  }
-  return m;
-}
-
-struct ErrorStats {
-  double max = 0;
-  double mean = 0;
-};
-
-ErrorStats error_stats(const std::vector<float>& a, const std::vector<float>& b) {
-  ErrorStats s;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double e = std::abs(static_cast<double>(a[i]) - b[i]);
-    s.max = std::max(s.max, e);
-    s.mean += e;
-  }
-  if (!a.empty()) s.mean /= static_cast<double>(a.size());
-  return s;
-}
-
-// Checks CUDA logits `got` against the fp32 reference `ref` of `model`,
-// calibrated as described at the top of the file. `vocab` = row length.
-void check_logits(const std::string& name, const std::vector<float>& got,
-                  const std::vector<float>& ref, const std::vector<float>& ref_rounded, int vocab,
-                  DType t) {
-  REQUIRE(got.size() == ref.size());
-  const double u = cuda::unit_roundoff(t);
-  const double scale = test::rms(ref);
-  const ErrorStats w = error_stats(ref_rounded, ref);
-  const test::Tolerance tol{4 * w.max + 2 * u * scale, u};
-  MESSAGE(name << ": weight rounding alone moves logits by max " << w.max << ", mean " << w.mean
-               << " (rms of logits " << scale << ")");
-  test::check_close(name, got, ref, tol);
-  const ErrorStats e = error_stats(got, ref);
-  const double mean_limit = 4 * w.mean + 0.5 * u * scale;
-  MESSAGE(name << ": mean |err| " << e.mean << " = " << 100.0 * e.mean / mean_limit
-               << "% of its limit " << mean_limit);
-  CHECK(e.mean <= mean_limit);
-  // Argmax agreement where the reference is decisive.
-  std::size_t decisive = 0, agree = 0;
-  for (std::size_t r = 0; r + static_cast<std::size_t>(vocab) <= ref.size(); r += static_cast<std::size_t>(vocab)) {
-    std::vector<float> row(ref.begin() + static_cast<std::ptrdiff_t>(r),
-                           ref.begin() + static_cast<std::ptrdiff_t>(r) + vocab);
-    const auto top = std::max_element(row.begin(), row.end()) - row.begin();
-    std::nth_element(row.begin(), row.begin() + 1, row.end(), std::greater<>());
-    if (row[0] - row[1] <= 2 * (tol.atol + tol.rtol * std::abs(row[0]))) continue;
-    ++decisive;
-    const auto g0 = got.begin() + static_cast<std::ptrdiff_t>(r);
-    agree += (std::max_element(g0, g0 + vocab) - g0) == top;
-  }
-  MESSAGE(name << ": argmax agrees at " << agree << " of " << decisive << " decisive rows");
-  CHECK(agree == decisive);
-}
 
 // CUDA forward vs CPU forward (fp32 and rounded weights) of one model.
 void compare_forward(const std::string& name, const model::Model& m, const std::vector<int>& tokens,
@@ -424,29 +360,6 @@ TEST_CASE("CUDA backend: bad inputs raise invalid_argument naming what is wrong"
   CHECK(gpu.logits(empty, none).empty());
 }
 
-namespace {
-
-// n random tokens (the first of `tries` seeds from `seed`) whose routing in
-// every sparse layer of `m` under `w` is decisive: the reference's k-th and
-// (k+1)-th router logits at least `margin` apart for every token. The CUDA
-// residual differs from the CPU's by 16-bit rounding (about 1e-2 relative),
-// which moves router logits of magnitude ~3 by a few 1e-2: a margin of 0.25
-// keeps both backends on the same experts, so the comparison tests the
-// experts' arithmetic, not a coin flip at a near tie.
-std::vector<int> decisive_tokens(const model::Model& m, int n, const AttentionWindows& w, double margin,
-                                 std::uint64_t seed, int tries = 2000) {
-  for (int t = 0; t < tries; ++t) {
-    auto tokens = test::random_tokens(n, m.config.vocab_size, seed + static_cast<std::uint64_t>(t));
-    double got = 0;
-    (void)test::reference_logits(m, tokens, w, {}, nullptr, nullptr, &got);
-    if (got >= margin) return tokens;
-  }
-  FAIL("no decisive token sequence among " << tries << " seeds");
-  return {};
-}
-
-}  // namespace
-
 TEST_CASE("CUDA forward matches the CPU backend: Qwen3-MoE (host routing, per-expert GEMMs)") {
   if (!test::cuda_device()) return;
   struct Variant {
@@ -466,7 +379,7 @@ TEST_CASE("CUDA forward matches the CPU backend: Qwen3-MoE (host routing, per-ex
     for (const auto& w : {AttentionWindows::full(), AttentionWindows::from_mask(alternating(v.config.layout()), 4, 2)}) {
       const auto tokens = v.config.moe.num_experts_used == v.config.moe.num_experts
                               ? test::random_tokens(v.n, v.config.vocab_size, test::seed(291))
-                              : decisive_tokens(m, v.n, w, 0.25, test::seed(292));
+                              : test::decisive_tokens(m, v.n, w, 0.25, test::seed(292));
       for (DType t : {DType::bf16, DType::fp16}) {
         cuda::Options o;
         o.dtype = t;

@@ -8,6 +8,7 @@
 #include <bosch/cpu/layer.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/error.hpp>
+#include <bosch/eval/backend_frame.hpp>
 #include <bosch/model/validate.hpp>
 
 #include <omp.h>
@@ -19,16 +20,8 @@ namespace bosch::cpu {
 namespace {
 
 void check_residual(const Residual& x, const model::Config& c, int first, int last) {
-  if (first < 0 || last > c.num_layers || first > last)
-    throw invalid_argument("layer range [" + std::to_string(first) + ", " + std::to_string(last) +
-                               ") outside [0, " + std::to_string(c.num_layers) + ")",
-                           "run_layers");
-  if (x.hidden != c.hidden_size || x.n_tokens < 0 ||
-      x.data.size() != static_cast<std::size_t>(x.n_tokens) * static_cast<std::size_t>(c.hidden_size))
-    throw invalid_argument("residual stream of " + std::to_string(x.n_tokens) + " x " +
-                               std::to_string(x.hidden) + " holding " + std::to_string(x.data.size()) +
-                               " values does not fit hidden size " + std::to_string(c.hidden_size),
-                           "residual");
+  frame::check_layer_range(first, last, c.num_layers, "run_layers");
+  frame::check_residual(x.n_tokens, x.hidden, x.data.size(), c.hidden_size, "residual");
 }
 
 /// Runs layers [first, last) on the packed rows x (sequence b = rows
@@ -69,14 +62,9 @@ std::vector<float> project(const model::Model& model, const Options& options, co
 
 void embed_into(const model::Model& model, std::span<const int> tokens, float* x) {
   const auto& c = model.config;
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const int t = tokens[i];
-    if (t < 0 || t >= c.vocab_size)
-      throw invalid_argument("token id " + std::to_string(t) + " at position " + std::to_string(i) +
-                                 " outside the vocabulary of " + std::to_string(c.vocab_size),
-                             "tokens");
-    std::copy_n(model.weights.embedding.row(t), c.hidden_size, x + i * c.hidden_size);
-  }
+  frame::check_tokens(tokens, c.vocab_size, "tokens");
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    std::copy_n(model.weights.embedding.row(tokens[i]), c.hidden_size, x + i * c.hidden_size);
 }
 
 }  // namespace
@@ -148,20 +136,9 @@ void Backend::run_layers(Residual& x, int first, int last, const AttentionWindow
 }
 
 std::vector<float> Backend::logits(const Residual& x, std::span<const int> positions) const {
-  const auto& c = config();
-  if (x.hidden != c.hidden_size ||
-      x.data.size() != static_cast<std::size_t>(x.n_tokens) * static_cast<std::size_t>(c.hidden_size))
-    throw invalid_argument("residual stream does not fit hidden size " + std::to_string(c.hidden_size),
-                           "residual");
-  std::vector<std::size_t> rows;
-  rows.reserve(positions.size());
-  for (int p : positions) {
-    if (p < 0 || p >= x.n_tokens)
-      throw invalid_argument("position " + std::to_string(p) + " outside the sequence of " +
-                                 std::to_string(x.n_tokens) + " tokens",
-                             "positions");
-    rows.push_back(static_cast<std::size_t>(p));
-  }
+  frame::check_residual(x.n_tokens, x.hidden, x.data.size(), config().hidden_size, "residual");
+  frame::check_positions(positions, x.n_tokens, "positions");
+  const std::vector<std::size_t> rows(positions.begin(), positions.end());
   return project(*model_, options_, x.data.data(), rows);
 }
 
@@ -175,11 +152,9 @@ std::vector<float> Backend::forward(std::span<const int> tokens, const Attention
 DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows& windows,
                              std::vector<float>* last_logits, int capacity) const {
   const auto& c = config();
-  windows.check(c.layout(), "windows");
-  if (tokens.empty()) throw invalid_argument("prefill needs at least one token", "tokens");
-  if (capacity < 0) throw invalid_argument("capacity must be >= 0, got " + std::to_string(capacity), "capacity");
+  frame::check_prefill(c, tokens, windows, capacity, "prefill");  // before the cache is allocated
   const int n = static_cast<int>(tokens.size());
-  Residual x = embed(tokens);  // checks the ids before the cache is allocated
+  Residual x = embed(tokens);
   DecodeState state;
   state.cache = KvCache(c, windows, std::max(n, capacity));
   state.windows = windows;
@@ -206,11 +181,7 @@ std::vector<std::vector<float>> Backend::forward_batch(std::span<const std::vect
                                                        const AttentionWindows& windows,
                                                        std::span<const std::vector<int>> positions) const {
   const auto& c = config();
-  if (positions.size() != sequences.size())
-    throw invalid_argument("forward_batch needs one position list per sequence (" +
-                               std::to_string(sequences.size()) + " sequences, " +
-                               std::to_string(positions.size()) + " position lists)",
-                           "positions");
+  frame::check_position_lists(positions.size(), sequences.size(), "positions");
   windows.check(c.layout(), "windows");
   std::vector<int> offsets{0};
   for (const auto& s : sequences) offsets.push_back(offsets.back() + static_cast<int>(s.size()));
@@ -219,13 +190,8 @@ std::vector<std::vector<float>> Backend::forward_batch(std::span<const std::vect
   std::vector<std::size_t> rows;
   for (std::size_t b = 0; b < sequences.size(); ++b) {
     embed_into(*model_, sequences[b], x.data() + static_cast<std::size_t>(offsets[b]) * d);
-    for (int p : positions[b]) {
-      if (p < 0 || p >= static_cast<int>(sequences[b].size()))
-        throw invalid_argument("position " + std::to_string(p) + " outside sequence " + std::to_string(b) +
-                                   " of " + std::to_string(sequences[b].size()) + " tokens",
-                               "positions");
-      rows.push_back(static_cast<std::size_t>(offsets[b] + p));
-    }
+    frame::check_positions(positions[b], static_cast<int>(sequences[b].size()), "positions", static_cast<int>(b));
+    for (int p : positions[b]) rows.push_back(static_cast<std::size_t>(offsets[b] + p));
   }
   run_packed(*model_, options_, x.data(), offsets, 0, c.num_layers, windows);
   const std::vector<float> all = project(*model_, options_, x.data(), rows);
@@ -268,29 +234,11 @@ std::size_t Backend::scratch_bytes(int n) const noexcept {
 }
 
 double Backend::flops(int n, int logit_rows, const AttentionWindows& windows) const {
-  const auto& c = config();
-  const double d = c.hidden_size, hd = c.head_dim;
-  const double qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
-  // Projections, and each layer's FFN (the active experts only in sparse layers).
-  double per_token = 2.0 * (d * qd + 2.0 * d * kvd + qd * d) * c.num_layers;
-  for (int l = 0; l < c.num_layers; ++l) per_token += model::ffn_flops(c, l);
-  double total = per_token * n + 2.0 * d * c.vocab_size * logit_rows;
-  const int G = c.num_heads / c.num_kv_heads;
-  for (int l = 0; l < c.num_layers; ++l)
-    for (int g = 0; g < c.num_kv_heads; ++g) {
-      double keys = 0;
-      const bool swa = windows.is_swa(l, g);
-      for (int i = 0; i < n; ++i) {
-        if (!swa) {
-          keys += i + 1;
-        } else {
-          const int lo = std::max(0, i - windows.window + 1);
-          keys += (i + 1 - lo) + std::min(windows.sinks, lo);
-        }
-      }
-      total += 4.0 * hd * keys * G;
-    }
-  return total;
+  return frame::forward_flops(config(), n, logit_rows, windows);
+}
+
+std::size_t Backend::kv_bytes(const AttentionWindows& windows, std::int64_t tokens) const {
+  return cpu::kv_bytes(config(), windows, tokens);
 }
 
 }  // namespace bosch::cpu

@@ -8,6 +8,7 @@
 #include <bosch/cpu/layer.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/error.hpp>
+#include <bosch/eval/backend_frame.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -35,14 +36,7 @@ void check_state(const DecodeState& state, const model::Config& c) {
 std::vector<float> Backend::decode_step(DecodeState& state, int token, const AttentionWindows& windows) const {
   const auto& c = config();
   check_state(state, c);
-  if (AttentionWindows::first_difference(windows, state.windows, c.num_layers, c.num_kv_heads) != c.num_layers)
-    throw invalid_argument("decode_step windows differ from those the state was prefilled with", "windows");
-  if (token < 0 || token >= c.vocab_size)
-    throw invalid_argument("token id " + std::to_string(token) + " outside the vocabulary of " +
-                               std::to_string(c.vocab_size),
-                           "token");
-  if (state.positions == std::numeric_limits<int>::max())
-    throw invalid_argument("decode state is full", "DecodeState");
+  frame::check_decode_step(c, state.positions, token, windows, state.windows, "decode_step");
 
   ThreadScope threads(options_.threads);
   const int p = state.positions;

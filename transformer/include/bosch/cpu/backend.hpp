@@ -22,6 +22,7 @@
 #include <bosch/model/windows.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -98,6 +99,8 @@ struct DecodeState {
   /// Bytes the KV cache has allocated; equals kv_bytes(config, windows,
   /// cache.capacity()).
   std::size_t bytes() const noexcept { return cache.allocated_bytes(); }
+  /// Positions the cache has room for before decode_step must grow it.
+  int capacity() const noexcept { return cache.capacity(); }
 };
 
 /// The CPU backend. Holds a reference to the model, which must outlive it.
@@ -185,12 +188,18 @@ class Backend {
   std::size_t scratch_bytes(int n) const noexcept;
 
   /// Floating-point operations of one forward over n tokens with logits at
-  /// `logit_rows` positions: 2 x (layer weights) per token for the
+  /// `logit_rows` positions (frame::forward_flops, eval/backend_frame.hpp,
+  /// shared with the CUDA backend): 2 x (layer weights) per token for the
   /// projections and FFN (in a sparse layer the router and the experts a
   /// token runs, model::ffn_flops), 2 x hidden x vocab per logit row, and 4 x head_dim
   /// per (query head, visible key) for QK^T and PV under `windows`
   /// (exact visible counts; no credit for the masked tile corners).
   double flops(int n, int logit_rows, const AttentionWindows& windows) const;
+
+  /// Exact bytes of this backend's hybrid KV cache with room for `tokens`
+  /// positions under `windows` (fp32 values: cpu::kv_bytes); what
+  /// DecodeState::bytes() reports for a state of that capacity.
+  std::size_t kv_bytes(const AttentionWindows& windows, std::int64_t tokens) const;
 
  private:
   const model::Model* model_;
