@@ -5,6 +5,8 @@
 #include "backend_impl.hpp"
 #include "plan.hpp"
 
+#include <bosch/cpu/kernels.hpp>
+#include <bosch/cpu/moe.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/cuda/backend.hpp>
 #include <bosch/eval/backend_frame.hpp>
@@ -44,6 +46,22 @@ DeviceBuffer upload_half(std::initializer_list<const model::Matrix*> parts, DTyp
   for (const auto* m : parts)
     for (float f : m->data) host[at++] = to_half_bits(f, dtype);
   DeviceBuffer buffer(count * sizeof(std::uint16_t), "weights '" + name + "'");
+  BOSCH_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+// The stacked experts' gate and up matrices ([E F, hidden] each) as one half
+// [E 2F, hidden] buffer: expert e's F gate rows, then its F up rows, so that
+// one GEMM gives its [rows, 2F] gate | up block (the launch_swiglu layout).
+DeviceBuffer upload_expert_gate_up(const model::Matrix& gate, const model::Matrix& up, int experts,
+                                   DType dtype, const std::string& name) {
+  std::vector<std::uint16_t> host(gate.data.size() + up.data.size());
+  const std::size_t block = gate.data.size() / static_cast<std::size_t>(experts);  // F x hidden
+  std::size_t at = 0;
+  for (std::size_t e = 0; e < static_cast<std::size_t>(experts); ++e)
+    for (const model::Matrix* m : {&gate, &up})
+      for (std::size_t i = 0; i < block; ++i) host[at++] = to_half_bits(m->data[e * block + i], dtype);
+  DeviceBuffer buffer(host.size() * sizeof(std::uint16_t), "weights '" + name + "'");
   BOSCH_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice));
   return buffer;
 }
@@ -144,14 +162,21 @@ Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
     LayerDevice& ld = layers[static_cast<std::size_t>(l)];
     ld.wqkv = upload_half({&lw.wq, &lw.wk, &lw.wv}, options.dtype, layer_name(l, "wqkv"));
     ld.wo = upload_half({&lw.wo}, options.dtype, layer_name(l, "wo"));
-    ld.wgu = upload_half({&lw.w_gate, &lw.w_up}, options.dtype, layer_name(l, "w_gate_up"));
-    ld.wdown = upload_half({&lw.w_down}, options.dtype, layer_name(l, "w_down"));
+    if (c.is_sparse_layer(l)) {
+      ld.wgu_exps = upload_expert_gate_up(lw.gate_exps, lw.up_exps, c.moe.num_experts, options.dtype,
+                                          layer_name(l, "ffn_gate_up_exps"));
+      ld.wdown_exps = upload_half({&lw.down_exps}, options.dtype, layer_name(l, "ffn_down_exps"));
+    } else {
+      ld.wgu = upload_half({&lw.w_gate, &lw.w_up}, options.dtype, layer_name(l, "w_gate_up"));
+      ld.wdown = upload_half({&lw.w_down}, options.dtype, layer_name(l, "w_down"));
+    }
     ld.attn_norm = upload_floats({&lw.attn_norm}, layer_name(l, "attn_norm"));
     ld.ffn_norm = upload_floats({&lw.ffn_norm}, layer_name(l, "ffn_norm"));
     if (!lw.bq.empty()) ld.bias = upload_floats({&lw.bq, &lw.bk, &lw.bv}, layer_name(l, "bqkv"));
     if (!lw.q_norm.empty()) ld.q_norm = upload_floats({&lw.q_norm}, layer_name(l, "attn_q_norm"));
     if (!lw.k_norm.empty()) ld.k_norm = upload_floats({&lw.k_norm}, layer_name(l, "attn_k_norm"));
     weight_bytes += ld.wqkv.bytes() + ld.wo.bytes() + ld.wgu.bytes() + ld.wdown.bytes() +
+                    ld.wgu_exps.bytes() + ld.wdown_exps.bytes() +
                     ld.attn_norm.bytes() + ld.ffn_norm.bytes() + ld.bias.bytes() +
                     ld.q_norm.bytes() + ld.k_norm.bytes();
   }
@@ -281,6 +306,66 @@ void Backend::Impl::silu_mul(const Pass& s, int rows) const {
   detail::launch_swiglu(s.wide.get<float>(), rows, inter, s.gate.get(), elem, stream);
 }
 
+// The mixture-of-experts FFN of cpu/moe.hpp (Qwen3-MoE), the simple way: the
+// routing is computed on the host from the fp32 residual with the CPU
+// backend's own ops (rms_norm, the router GEMM, route_top_k), so both
+// backends choose experts from the same arithmetic; the expert rows are
+// gathered on the device, each active expert runs two cuBLAS GEMMs (gate|up,
+// then down) over its rows, and one kernel adds each token's weighted expert
+// outputs to the residual. s.h holds the normalized rows (half).
+void Backend::Impl::moe_ffn(int l, float* x, const Pass& s) const {
+  const model::Config& c = model->config;
+  const model::LayerWeights& lw = model->weights.layers[static_cast<std::size_t>(l)];
+  const LayerDevice& L = layers[static_cast<std::size_t>(l)];
+  const int n = s.n, E = c.moe.num_experts, k = c.moe.num_experts_used, F = c.moe.expert_intermediate_size;
+  const std::size_t slots = static_cast<std::size_t>(n) * static_cast<std::size_t>(k);
+
+  // Routing on the host.
+  std::vector<float> h(static_cast<std::size_t>(n) * static_cast<std::size_t>(hidden));
+  BOSCH_CUDA_CHECK(cudaMemcpyAsync(h.data(), x, h.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cpu::rms_norm(h.data(), h.data(), static_cast<std::size_t>(n), hidden, lw.ffn_norm.data(), eps);
+  std::vector<float> logits(static_cast<std::size_t>(n) * static_cast<std::size_t>(E));
+  cpu::linear(h.data(), static_cast<std::size_t>(n), lw.router, nullptr, logits.data());
+  cpu::Routing r;
+  cpu::route_top_k(logits.data(), static_cast<std::size_t>(n), E, k, c.moe.norm_topk_prob, r);
+
+  // row_of | position, then the weights, in one upload each.
+  std::vector<int> index(r.row_of);
+  index.insert(index.end(), r.position.begin(), r.position.end());
+  StreamBuffer dindex = scratch(index.size() * sizeof(int), "expert routing");
+  StreamBuffer dweight = scratch(slots * sizeof(float), "expert weights");
+  BOSCH_CUDA_CHECK(cudaMemcpyAsync(dindex.get(), index.data(), index.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, stream));
+  BOSCH_CUDA_CHECK(cudaMemcpyAsync(dweight.get(), r.weight.data(), slots * sizeof(float),
+                                   cudaMemcpyHostToDevice, stream));
+
+  const std::size_t hs = sizeof(std::uint16_t);
+  StreamBuffer rows = scratch(slots * hidden * hs, "expert inputs");
+  StreamBuffer gate_up = scratch(slots * 2 * F * sizeof(float), "expert gate | up");
+  StreamBuffer act = scratch(slots * F * hs, "expert activations");
+  StreamBuffer out = scratch(slots * hidden * sizeof(float), "expert outputs");
+  detail::launch_gather_rows(s.h.get(), dindex.get<int>(), static_cast<int>(slots), hidden, rows.get(), stream);
+  const std::size_t gu_block = static_cast<std::size_t>(2) * F * hidden, down_block = static_cast<std::size_t>(hidden) * F;
+  for (int e = 0; e < E; ++e) {
+    const int p0 = r.offsets[static_cast<std::size_t>(e)], count = r.offsets[static_cast<std::size_t>(e) + 1] - p0;
+    if (count == 0) continue;  // inactive experts cost nothing
+    const auto p = static_cast<std::size_t>(p0);
+    linear(half_at(L.wgu_exps.get(), static_cast<std::size_t>(e) * gu_block), half_at(rows.get(), p * hidden),
+           gate_up.get<float>() + p * 2 * F, count, 2 * F, hidden, 0.0f);
+  }
+  detail::launch_swiglu(gate_up.get<float>(), static_cast<int>(slots), F, act.get(), elem, stream);
+  for (int e = 0; e < E; ++e) {
+    const int p0 = r.offsets[static_cast<std::size_t>(e)], count = r.offsets[static_cast<std::size_t>(e) + 1] - p0;
+    if (count == 0) continue;
+    const auto p = static_cast<std::size_t>(p0);
+    linear(half_at(L.wdown_exps.get(), static_cast<std::size_t>(e) * down_block), half_at(act.get(), p * F),
+           out.get<float>() + p * hidden, count, hidden, F, 0.0f);
+  }
+  detail::launch_moe_combine(out.get<float>(), dindex.get<int>() + slots, dweight.get<float>(), n, k, hidden, x,
+                             stream);
+}
+
 // The decoder layer of cpu/layer.hpp, op for op; on the GPU the Q/K/V and the
 // gate/up projections are one fused GEMM each (over chunks of rows), biases,
 // Q/K norms and RoPE one kernel, and each residual add is its GEMM's beta = 1.
@@ -299,8 +384,12 @@ void Backend::Impl::decoder_layer(int l, float* x, const Pass& s) const {
   if (s.hook && s.hook->decode) decode_attention(s, l);                   // att = attention(q, cache)
   else attention(s, l);                                                   // att = attention(q, k, v)
   linear(L.wo, s.att.get(), x, n, hidden, hq * d, 1.0f);                  // x += linear(att, wo)
-  // Feed-forward block (SwiGLU).
+  // Feed-forward block (SwiGLU, or the mixture of experts).
   rms_norm(x, L.ffn_norm, n, s.h.get());                                  // h = rms_norm(x, ffn_norm)
+  if (model->config.is_sparse_layer(l)) {
+    moe_ffn(l, x, s);                                                     // x += moe_ffn(h)
+    return;
+  }
   for (int r0 = 0; r0 < n; r0 += s.chunk) {
     const int rows = std::min(s.chunk, n - r0);
     const auto r = static_cast<std::size_t>(r0);

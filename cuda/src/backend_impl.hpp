@@ -30,8 +30,10 @@ namespace detail {
 struct LayerDevice {
   DeviceBuffer wqkv;       // half [(Hq + 2 Hkv) d, hidden]: wq | wk | wv rows
   DeviceBuffer wo;         // half [hidden, Hq d]
-  DeviceBuffer wgu;        // half [2 inter, hidden]: w_gate | w_up rows
-  DeviceBuffer wdown;      // half [hidden, inter]
+  DeviceBuffer wgu;        // half [2 inter, hidden]: w_gate | w_up rows (dense layer)
+  DeviceBuffer wdown;      // half [hidden, inter] (dense layer)
+  DeviceBuffer wgu_exps;   // half [E 2F, hidden]: per expert its gate | up rows (sparse layer)
+  DeviceBuffer wdown_exps; // half [E hidden, F] (sparse layer)
   DeviceBuffer attn_norm;  // fp32 [hidden]
   DeviceBuffer ffn_norm;   // fp32 [hidden]
   DeviceBuffer bias;       // fp32 [(Hq + 2 Hkv) d] or empty
@@ -162,6 +164,7 @@ struct Backend::Impl {
   void store_keys(const Pass& s, int layer) const;        // cache hook: keys and values into the cache
   void decode_attention(const Pass& s, int layer) const;  // cache hook: one row's attention from the cache
   void silu_mul(const Pass& s, int rows) const;
+  void moe_ffn(int layer, float* x, const Pass& s) const;  // Qwen3-MoE sparse layers (backend.cpp)
   void decoder_layer(int layer, float* x, const Pass& s) const;
   // Runs layers [first, last) on the packed rows x (synchronizes).
   void run_packed(float* x, std::span<const int> lengths,

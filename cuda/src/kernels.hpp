@@ -71,6 +71,16 @@ void launch_qkv_post(const QkvPostArgs& args, cudaStream_t stream);
 void launch_swiglu(const float* gate_up, int n, int inter, void* out, Elem elem,
                    cudaStream_t stream);
 
+/// dst[p, :] = src[rows[p], :] for p in [0, n): 16-bit rows of `cols` values
+/// (the rows routed to the experts, grouped by expert).
+void launch_gather_rows(const void* src, const int* rows, int n, int cols, void* dst, cudaStream_t stream);
+
+/// x[r, :] += sum_j weight[r k + j] * out[position[r k + j], :] for r in
+/// [0, n), j in [0, k) in that order (fp32): the weighted sum of a token's
+/// expert outputs (out [*, cols], grouped by expert) added to the residual.
+void launch_moe_combine(const float* out, const int* position, const float* weight, int n, int k, int cols,
+                        float* x, cudaStream_t stream);
+
 /// One work item of the attention kernel: query rows [q0, q1) of sequence `seq`.
 struct AttentionTile {
   int seq;

@@ -186,6 +186,28 @@ TEST_CASE("CUDA decode equals the CUDA forward and the CPU decode: random full/S
   MESSAGE(cases << " random masks decoded");
 }
 
+TEST_CASE("CUDA decode of Qwen3-MoE equals the CUDA forward and the CPU decode (experts in the decode path)") {
+  if (!test::cuda_device()) return;
+  // Every expert active (no discrete routing), and top-2 of 4 on decisive inputs.
+  for (const auto& cfg : {test::tiny_moe_config(2, 4, 4, false), test::tiny_moe_config(2, 4, 2, true)}) {
+    const auto m = test::tiny_model(cfg, test::seed(720));
+    for (const auto& w : {AttentionWindows::full(),
+                          AttentionWindows::from_mask(mask_with(cfg.layout(), 0.5, test::seed(721)), 4, 2)}) {
+      const int n = 20;
+      const auto tokens = cfg.moe.num_experts_used == cfg.moe.num_experts
+                              ? test::random_tokens(n, cfg.vocab_size, test::seed(722))
+                              : test::decisive_tokens(m, n, w, 0.25, test::seed(723));
+      const std::vector<int> prompt(tokens.begin(), tokens.begin() + 8), extra(tokens.begin() + 8, tokens.end());
+      for (DType t : {DType::bf16, DType::fp16}) {
+        cuda::Options o;
+        o.dtype = t;
+        compare_decode(std::string("Qwen3-MoE top-") + std::to_string(cfg.moe.num_experts_used), m, prompt, extra,
+                       w, o);
+      }
+    }
+  }
+}
+
 TEST_CASE("CUDA decode on stories260K equals the CPU decode past the ring") {
   if (!test::cuda_device()) return;
   const auto path = test::fixture("models/stories260K.gguf");

@@ -360,6 +360,48 @@ TEST_CASE("CUDA backend: bad inputs raise invalid_argument naming what is wrong"
   CHECK(gpu.logits(empty, none).empty());
 }
 
+TEST_CASE("CUDA forward matches the CPU backend: Qwen3-MoE (host routing, per-expert GEMMs)") {
+  if (!test::cuda_device()) return;
+  struct Variant {
+    const char* name;
+    model::Config config;
+    int n;
+  };
+  const Variant variants[] = {
+      // Every expert active: no discrete choice, any sequence length.
+      {"top-4 of 4, layer 1 dense", test::tiny_moe_config(2, 4, 4, false), 70},
+      // Top-k of more experts on decisive inputs.
+      {"top-2 of 4, renormalized", test::tiny_moe_config(2, 4, 2, true), 16},
+      {"top-1 of 3, all sparse", test::tiny_moe_config(2, 3, 1, false, 2, {}), 16},
+  };
+  for (const auto& v : variants) {
+    const auto m = test::tiny_model(v.config, test::seed(290));
+    for (const auto& w : {AttentionWindows::full(), AttentionWindows::from_mask(alternating(v.config.layout()), 4, 2)}) {
+      const auto tokens = v.config.moe.num_experts_used == v.config.moe.num_experts
+                              ? test::random_tokens(v.n, v.config.vocab_size, test::seed(291))
+                              : test::decisive_tokens(m, v.n, w, 0.25, test::seed(292));
+      for (DType t : {DType::bf16, DType::fp16}) {
+        cuda::Options o;
+        o.dtype = t;
+        compare_forward(std::string(v.name) + (w.mask.count() ? " mixed SWA w4 s2" : " full"), m, tokens, w,
+                        test::all_positions(v.n), o);
+      }
+    }
+  }
+  // Layer-wise equals whole, and runs are deterministic, with experts too.
+  const auto m = test::tiny_model(test::tiny_moe_config(), test::seed(293));
+  const cuda::Backend gpu(m);
+  const auto tokens = test::random_tokens(40, m.config.vocab_size, test::seed(294));
+  const auto positions = test::all_positions(40);
+  const auto w = AttentionWindows::from_mask(alternating(m.config.layout()), 5, 1);
+  const auto a = gpu.forward(tokens, w, positions);
+  CHECK(gpu.forward(tokens, w, positions) == a);
+  auto x = gpu.embed(tokens);
+  for (int l = 0; l < m.config.num_layers; ++l) gpu.run_layers(x, l, l + 1, w);
+  CHECK(gpu.logits(x, positions) == a);
+  CHECK(gpu.flops(40, 40, w) == doctest::Approx(cpu::Backend(m).flops(40, 40, w)).epsilon(1e-12));
+}
+
 TEST_CASE("CUDA backend: flops counts match the CPU backend's") {
   if (!test::cuda_device()) return;
   const auto cfg = test::tiny_config(model::Arch::llama, 2);

@@ -235,6 +235,14 @@ TEST_CASE("CUDA options and weights are validated before any device is touched")
   broken = model;
   broken.weights.layers.pop_back();
   CHECK_THROWS_AS(cuda::Backend{broken}, invalid_argument);
+  auto moe = test::tiny_model(test::tiny_moe_config(), test::seed(505));
+  moe.weights.layers[0].router.rows -= 1;
+  try {
+    cuda::Backend b{moe};
+    FAIL("expected invalid_argument");
+  } catch (const invalid_argument& e) {
+    CHECK(std::string(e.what()).find("blk.0.ffn_gate_inp") != std::string::npos);
+  }
 }
 
 TEST_CASE("a build with BOSCH_REQUIRE_CUDA=ON has a usable CUDA device") {

@@ -1,9 +1,12 @@
 // The whole-forward tolerance of the CUDA tests (see the top of
 // forward_test.cpp for its derivation): CUDA logits against fp32 CPU logits,
 // calibrated by how much rounding the weights alone to the 16-bit type moves
-// the CPU's logits. Shared by forward_test.cpp and decode_test.cpp.
+// the CPU's logits; for Qwen3-MoE, inputs whose routing is decisive. Shared
+// by forward_test.cpp and decode_test.cpp.
 #pragma once
 
+#include "../cpu/reference.hpp"
+#include "../cpu/tiny_model.hpp"
 #include "cuda_support.hpp"
 
 #include <bosch/cuda/half.hpp>
@@ -25,14 +28,36 @@ inline void round_matrix(model::Matrix& m, DType t) {
 }
 
 /// The model with every GEMM weight and the embedding rounded to `t` (norm
-/// gains and biases stay fp32, as on the device).
+/// gains, biases and the Qwen3-MoE router stay fp32, as on the device: the
+/// router runs on the host).
 inline model::Model rounded_weights(model::Model m, DType t) {
   round_matrix(m.weights.embedding, t);
   round_matrix(m.weights.lm_head, t);
   for (auto& l : m.weights.layers) {
-    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) round_matrix(*w, t);
+    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.gate_exps, &l.up_exps,
+                    &l.down_exps})
+      round_matrix(*w, t);
   }
   return m;
+}
+
+/// n random tokens (the first of `tries` seeds from `seed`) whose routing in
+/// every sparse layer of `m` under `w` is decisive: the naive reference's
+/// k-th and (k+1)-th router logits at least `margin` apart for every token.
+/// The CUDA residual differs from the CPU's by 16-bit rounding (about 1e-2
+/// relative), which moves router logits of magnitude ~3 by a few 1e-2: a
+/// margin of 0.25 keeps both backends on the same experts, so a comparison
+/// tests the experts' arithmetic, not a coin flip at a near tie.
+inline std::vector<int> decisive_tokens(const model::Model& m, int n, const AttentionWindows& w, double margin,
+                                        std::uint64_t seed, int tries = 2000) {
+  for (int t = 0; t < tries; ++t) {
+    auto tokens = random_tokens(n, m.config.vocab_size, seed + static_cast<std::uint64_t>(t));
+    double got = 0;
+    (void)reference_logits(m, tokens, w, {}, nullptr, nullptr, &got);
+    if (got >= margin) return tokens;
+  }
+  FAIL("no decisive token sequence among " << tries << " seeds");
+  return {};
 }
 
 /// Largest and mean |a - b| of two logit vectors.

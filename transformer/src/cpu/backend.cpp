@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// bosch::cpu::Backend: the decoder forward pass (llama / qwen2 / qwen3) with
+// bosch::cpu::Backend: the decoder forward pass (llama / qwen2 / qwen3 / qwen3moe) with
 // per-KV-head attention windows, on packed batches of sequences.
 
 #include <bosch/cpu/attention.hpp>
@@ -220,16 +220,24 @@ std::size_t Backend::scratch_bytes(int n) const noexcept {
   const auto& c = config();
   const auto rows = static_cast<std::size_t>(std::max(0, n));
   const auto hd = static_cast<std::size_t>(c.head_dim);
-  // h, q, k, v, attention output, gate, up (and their bf16 copy); the RoPE
-  // table (cos + sin).
+  // h, q, k, v, attention output, gate, up when a layer is dense (and their
+  // bf16 copy); the RoPE table (cos + sin); in sparse layers the router
+  // logits, the k gathered rows per token and their expert activations
+  // (cpu/moe.hpp).
   const std::size_t layer = LayerScratch::bytes(c, rows, bf16_ != nullptr);
   std::size_t floats = rows * hd;
+  if (c.moe.num_experts > 0)
+    floats += rows * (static_cast<std::size_t>(c.moe.num_experts) +
+                      static_cast<std::size_t>(c.moe.num_experts_used) *
+                          (static_cast<std::size_t>(c.hidden_size) + static_cast<std::size_t>(c.moe.expert_intermediate_size)));
   // Attention, per thread: packed queries, accumulator and a score chunk of
   // (group x tile) rows by 4 tiles of keys.
   const auto tile = static_cast<std::size_t>(std::max(1, options_.tile));
   const auto group_rows = static_cast<std::size_t>(c.num_heads / c.num_kv_heads) * tile;
   const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   floats += static_cast<std::size_t>(threads) * group_rows * (2 * hd + 4 * ((tile + 7) / 8 * 8));
+  // The experts' gate and up blocks, per thread (moe.cpp: 128 rows x 256 columns).
+  if (c.moe.num_experts > 0) floats += static_cast<std::size_t>(threads) * 2 * 128 * 256;
   return layer + floats * sizeof(float);
 }
 

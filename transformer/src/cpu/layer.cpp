@@ -3,6 +3,7 @@
 
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/cpu/layer.hpp>
+#include <bosch/cpu/moe.hpp>
 
 #include <algorithm>
 
@@ -50,14 +51,15 @@ LayerScratch::LayerScratch(const model::Config& c, std::size_t rows, bool bf16)
       k(rows * c.num_kv_heads * c.head_dim),
       v(rows * c.num_kv_heads * c.head_dim),
       att(rows * c.num_heads * c.head_dim),
-      gate(rows * c.intermediate_size),
-      up(rows * c.intermediate_size),
+      gate(c.has_dense_layer() ? rows * c.intermediate_size : 0),
+      up(c.has_dense_layer() ? rows * c.intermediate_size : 0),
       xb(bf16 ? bf16_values(c, rows) : 0) {}
 
 std::size_t LayerScratch::bytes(const model::Config& c, std::size_t rows, bool bf16) {
   const auto hd = static_cast<std::size_t>(c.head_dim);
-  const std::size_t floats = rows * (static_cast<std::size_t>(c.hidden_size) + 2 * c.num_heads * hd +
-                                     2 * c.num_kv_heads * hd + 2 * static_cast<std::size_t>(c.intermediate_size));
+  const std::size_t ff = c.has_dense_layer() ? 2 * static_cast<std::size_t>(c.intermediate_size) : 0;
+  const std::size_t floats =
+      rows * (static_cast<std::size_t>(c.hidden_size) + 2 * c.num_heads * hd + 2 * c.num_kv_heads * hd + ff);
   return floats * sizeof(float) + (bf16 ? bf16_values(c, rows) * sizeof(std::uint16_t) : 0);
 }
 
@@ -119,8 +121,14 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
   products.apply(L.wo, P.wo, nullptr, s.h.data());
   add_inplace(x, s.h.data(), N * d);
 
-  // Feed-forward block (SwiGLU).
+  // Feed-forward block: SwiGLU, or the mixture of experts (cpu/moe.hpp).
   rms_norm(x, s.h.data(), N, d, L.ffn_norm.data(), eps);
+  if (c.is_sparse_layer(layer)) {
+    // The experts' products stay fp32 (cpu/moe.hpp).
+    moe_ffn(s.h.data(), N, L, c, s.moe, s.h.data());
+    add_inplace(x, s.h.data(), N * d);
+    return;
+  }
   products.input(s.h.data(), N, d);
   products.apply(L.w_gate, P.w_gate, nullptr, s.gate.data());
   products.apply(L.w_up, P.w_up, nullptr, s.up.data());

@@ -26,10 +26,12 @@ double visible_pairs(int n, int window, int sinks) {
 
 double forward_flops(const model::Config& c, int n, int logit_rows, const AttentionWindows& windows) {
   windows.check(c.layout(), "flops");
-  const double d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
+  const double d = c.hidden_size, hd = c.head_dim;
   const double qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
-  const double per_token_layer = 2.0 * (d * qd + 2.0 * d * kvd + qd * d + 3.0 * d * ff);
-  double total = per_token_layer * c.num_layers * n + 2.0 * d * c.vocab_size * logit_rows;
+  // Projections, and each layer's FFN (the active experts only in sparse layers).
+  double per_token = 2.0 * (d * qd + 2.0 * d * kvd + qd * d) * c.num_layers;
+  for (int l = 0; l < c.num_layers; ++l) per_token += model::ffn_flops(c, l);
+  double total = per_token * n + 2.0 * d * c.vocab_size * logit_rows;
   const double full = visible_pairs(n, 0, 0);
   const double swa = windows.mask.count() ? visible_pairs(n, windows.window, windows.sinks) : 0.0;
   const int group = c.num_heads / c.num_kv_heads;

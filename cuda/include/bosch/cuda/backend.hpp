@@ -20,6 +20,14 @@
 /// frequencies as the CPU backend (cpu::rope_inv_freq), with the sines and
 /// cosines computed in double on the device.
 ///
+/// Mixture of experts (Qwen3-MoE sparse layers, cpu/moe.hpp). The routing is
+/// computed on the host, from the fp32 residual with the CPU backend's own
+/// RMSNorm, router GEMM and cpu::route_top_k (one device-to-host copy of the
+/// residual per sparse layer); each active expert then runs two cuBLAS GEMMs
+/// over its gathered rows (16-bit inputs, fp32 output), and one kernel adds
+/// each token's weighted expert outputs, in order of falling weight, to the
+/// residual. Scratch: k x (hidden + 3 F) values per token and layer call.
+///
 /// Attention kernel. Flash-style: a block owns a tile of query rows of one
 /// query head, walks the key tiles its KV head may see (attention_tiles.hpp:
 /// sink tiles, then the tiles of the sliding window; a key tile wholly
@@ -282,7 +290,8 @@ class Backend {
 
   /// Floating-point operations of one forward over n tokens with logits at
   /// `logit_rows` rows (frame::forward_flops, eval/backend_frame.hpp: the
-  /// same count as cpu::Backend::flops): 2 x (layer weights) per token,
+  /// same count as cpu::Backend::flops): 2 x (layer weights) per token (in
+  /// a Qwen3-MoE sparse layer the router and the experts a token runs),
   /// 2 x hidden x vocab per logit row, 4 x head_dim per (query head, visible
   /// key).
   double flops(int n, int logit_rows, const AttentionWindows& windows) const;

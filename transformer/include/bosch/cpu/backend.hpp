@@ -210,7 +210,8 @@ class Backend {
   /// Floating-point operations of one forward over n tokens with logits at
   /// `logit_rows` positions (frame::forward_flops, eval/backend_frame.hpp,
   /// shared with the CUDA backend): 2 x (layer weights) per token for the
-  /// projections and FFN, 2 x hidden x vocab per logit row, and 4 x head_dim
+  /// projections and FFN (in a sparse layer the router and the experts a
+  /// token runs, model::ffn_flops), 2 x hidden x vocab per logit row, and 4 x head_dim
   /// per (query head, visible key) for QK^T and PV under `windows`
   /// (exact visible counts; no credit for the masked tile corners).
   double flops(int n, int logit_rows, const AttentionWindows& windows) const;

@@ -7,7 +7,7 @@
 ///
 ///     h    = rms_norm(x, attn_norm)
 ///     q    = linear(h, wq, bq)      k = linear(h, wk, bk)      v = linear(h, wv, bv)
-///     q    = rms_norm(q, q_norm)    k = rms_norm(k, k_norm)    (qwen3 only)
+///     q    = rms_norm(q, q_norm)    k = rms_norm(k, k_norm)    (qwen3, qwen3moe)
 ///     q, k = rope(q, k)             at each row's position
 ///     kv   = hooks.cache(k, v)      KV-cache append (default: the new rows)
 ///            hooks.inspect(q, k)    probes and statistics
@@ -16,6 +16,7 @@
 ///     x   += linear(att, wo)
 ///     h    = rms_norm(x, ffn_norm)
 ///     x   += linear(silu_mul(linear(h, w_gate), linear(h, w_up)), w_down)
+///            or, in a sparse (Qwen3-MoE) layer, x += moe_ffn(h) (cpu/moe.hpp)
 ///
 /// Backend::run_layers / forward / forward_batch / prefill / decode_step and
 /// eval::run_probed_layer all run this function; they differ only in their
@@ -25,6 +26,7 @@
 
 #include <bosch/cpu/attention.hpp>
 #include <bosch/cpu/bf16.hpp>
+#include <bosch/cpu/moe.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/model/windows.hpp>
@@ -37,15 +39,13 @@
 
 namespace bosch::cpu {
 
-/// The activations of one layer over `rows` tokens, reused from layer to layer.
+/// The activations of one layer over `rows` tokens, reused from layer to
+/// layer (gate and up only when some layer is dense; the experts' buffers
+/// grow on first use).
 struct LayerScratch {
   std::vector<float> h, q, k, v, att, gate, up;
-  /// bf16 copy of a product's input (cpu/bf16.hpp), empty in fp32.
-  Bf16Vector xb;
-  /// @param bf16 whether the layer runs bf16 products (sizes xb)
-  LayerScratch(const model::Config& config, std::size_t rows, bool bf16 = false);
-  /// Bytes LayerScratch(config, rows, bf16) allocates.
-  static std::size_t bytes(const model::Config& config, std::size_t rows, bool bf16);
+#include <bosch/cpu/bf16.hpp>
+#include <bosch/cpu/moe.hpp>
 };
 
 /// Keys and values attention reads: `rows` rows of shape.kv_stride floats,

@@ -29,7 +29,8 @@ double visible_pairs(int n, int window, int sinks);
 
 /// Floating-point operations of one forward over n tokens of a model of
 /// `config` with logits at `logit_rows` rows: 2 x (Q, K, V, O and FFN
-/// weights) per token and layer, 2 x hidden x vocab per logit row, and
+/// weights) per token and layer (in a Qwen3-MoE sparse layer the router and
+/// the experts a token runs, model::ffn_flops), 2 x hidden x vocab per logit row, and
 /// 4 x head_dim per (query head, visible key) for QK^T and PV under
 /// `windows` (exact visible counts; no credit for masked tile corners).
 /// Checks the windows against the model's layout first.
