@@ -44,8 +44,15 @@ namespace bosch::cpu {
 /// grow on first use).
 struct LayerScratch {
   std::vector<float> h, q, k, v, att, gate, up;
-#include <bosch/cpu/bf16.hpp>
-#include <bosch/cpu/moe.hpp>
+  /// bf16 copy of a product's input (cpu/bf16.hpp), empty in fp32.
+  Bf16Vector xb;
+  /// The experts' buffers of sparse layers (cpu/moe.hpp).
+  MoeScratch moe;
+  /// @param bf16 whether the layer runs bf16 products (sizes xb)
+  LayerScratch(const model::Config& config, std::size_t rows, bool bf16 = false);
+  /// Bytes LayerScratch(config, rows, bf16) allocates (the experts' buffers,
+  /// which grow on first use, aside).
+  static std::size_t bytes(const model::Config& config, std::size_t rows, bool bf16);
 };
 
 /// Keys and values attention reads: `rows` rows of shape.kv_stride floats,
