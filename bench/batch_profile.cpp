@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // bench_batch_profile: the parallel structure of a BOSCH search, the input of
-// the cost model (scripts/cost-model; README "Running with MPI").
+// the cost model (scripts/cost-model; docs/mpi.md).
 //
 // It runs bosch::select on the real TransformerEvaluator (its residual cache,
 // hints and memory bound) over a counting backend: layer applications are

@@ -16,6 +16,8 @@
 // Without a usable GPU it prints "SKIPPED: no CUDA device: <reason>" and
 // exits with status 0.
 
+#include "random_model.hpp"
+
 #include <bosch/cuda/backend.hpp>
 #include <bosch/model/model.hpp>
 
@@ -41,74 +43,6 @@ constexpr double kPeakTflops = 989.0;  // H200 SXM, dense BF16 tensor cores
 
 std::unique_ptr<model::Model> g_model;
 std::unique_ptr<cuda::Backend> g_backend;
-
-model::Config smollm2_config() {
-  model::Config c;
-  c.arch = model::Arch::llama;
-  c.name = "random weights, SmolLM2-135M shape";
-  c.vocab_size = 49152;
-  c.hidden_size = 576;
-  c.intermediate_size = 1536;
-  c.num_layers = 30;
-  c.num_heads = 9;
-  c.num_kv_heads = 3;
-  c.head_dim = 64;
-  c.max_position = 32768;
-  c.rms_eps = 1e-5;
-  c.rope_theta = 100000.0;
-  c.rope_style = model::RopeStyle::interleaved;
-  c.tie_embeddings = true;
-  return c;
-}
-
-// Random weights, uniform with variance 1/in (unit-scale activations); a
-// 2^20-value pool repeated with a shift keeps construction fast.
-model::Model random_model(const model::Config& c) {
-  boost::random::mt19937_64 rng(20260407);
-  boost::random::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> pool(std::size_t{1} << 20);
-  for (float& f : pool) f = u(rng);
-  std::size_t at = 0;
-  auto values = [&](std::size_t n, double scale) {
-    std::vector<float> v(n);
-    for (auto& x : v) {
-      x = static_cast<float>(pool[at % pool.size()] * scale);
-      at += 7919;
-    }
-    return v;
-  };
-  auto matrix = [&](int rows, int cols) {
-    model::Matrix m;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = values(static_cast<std::size_t>(rows) * cols, std::sqrt(3.0 / cols));
-    return m;
-  };
-  auto gains = [&](int n) {
-    auto v = values(static_cast<std::size_t>(n), 0.1);
-    for (auto& x : v) x += 1.0f;
-    return v;
-  };
-  model::Model m;
-  m.config = c;
-  const int q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-  m.weights.embedding = matrix(c.vocab_size, c.hidden_size);
-  for (int l = 0; l < c.num_layers; ++l) {
-    model::LayerWeights w;
-    w.attn_norm = gains(c.hidden_size);
-    w.wq = matrix(q, c.hidden_size);
-    w.wk = matrix(kv, c.hidden_size);
-    w.wv = matrix(kv, c.hidden_size);
-    w.wo = matrix(c.hidden_size, q);
-    w.ffn_norm = gains(c.hidden_size);
-    w.w_gate = matrix(c.intermediate_size, c.hidden_size);
-    w.w_up = matrix(c.intermediate_size, c.hidden_size);
-    w.w_down = matrix(c.hidden_size, c.intermediate_size);
-    m.weights.layers.push_back(std::move(w));
-  }
-  m.weights.final_norm = gains(c.hidden_size);
-  return m;
-}
 
 std::vector<int> random_tokens(int n, int vocab, std::uint64_t seed) {
   boost::random::mt19937_64 rng(seed);
@@ -211,7 +145,7 @@ int main(int argc, char** argv) {
     }
   }
   if (!g_model) {
-    g_model = std::make_unique<model::Model>(random_model(smollm2_config()));
+    g_model = std::make_unique<model::Model>(bench::random_model(bench::smollm2_config()));
     note += "model: random weights of SmolLM2-135M's shape";
   }
   std::printf("%s\n", note.c_str());

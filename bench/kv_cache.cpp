@@ -1,13 +1,21 @@
 // Hybrid KV cache savings (docs/deployment.md, "Hybrid KV cache"): for each
 // context length and mask, one prefill of the context and `decode` cached
 // decode steps on SmolLM2-135M, reporting the KV cache's allocated bytes
-// (checked against the exact formula cpu::kv_bytes), prefill and decode
-// tokens/s and the process's resident memory, with every ratio to all-full
-// taken within the same run.
+// (checked against the exact formula, Backend::kv_bytes: cpu::kv_bytes on
+// the CPU, 16-bit values on CUDA), prefill and decode tokens/s and the
+// process's resident memory, with every ratio to all-full taken within the
+// same run. The backend is a template parameter: the same code decodes with
+// cpu::Backend or, with --device=cuda in a build with CUDA, cuda::Backend.
 //
 //   bench_kv_cache [--contexts=2048,4096,8160] [--decode=32] [--window=64]
 //                  [--sinks=4] [--rhos=0.5,0.75] [--mask=FILE] [--threads=T]
-//                  [--out=DIR] [google benchmark flags]
+//                  [--device=cpu|cuda] [--random-weights] [--out=DIR]
+//                  [google benchmark flags]
+//
+// --random-weights: when the model file is absent, random weights of
+// SmolLM2-135M's shape instead of stopping (a GPU machine without a network;
+// bytes and speed depend only on the shape). With --device=cuda and no
+// usable GPU the program prints "SKIPPED: no CUDA device" and exits 0.
 //
 // Masks: all-full, then for each rho a deterministic mask of
 // target_count(layout, rho) SWA heads (the first heads of a fixed seeded
@@ -26,9 +34,15 @@
 // monotone over the rows). For the peak memory of one configuration alone
 // run `bosch generate --mask M.json --stats` (one process per run).
 // The model is $BOSCH_MODEL or the default cache path of scripts/fetch-model;
-// when absent the program stops (the table is meant for the real model).
+// when absent the program stops (the table is meant for the real model)
+// unless --random-weights is given.
+
+#include "random_model.hpp"
 
 #include <bosch/cpu/backend.hpp>
+#if BOSCH_BENCH_CUDA
+#include <bosch/cuda/backend.hpp>
+#endif
 #include <bosch/cpu/kv_cache.hpp>
 #include <bosch/io/atomic_file.hpp>
 #include <bosch/io/mask_io.hpp>
@@ -78,6 +92,10 @@ struct Row {
 };
 
 std::unique_ptr<model::Model> g_model;
+std::unique_ptr<cpu::Backend> g_cpu;
+#if BOSCH_BENCH_CUDA
+std::unique_ptr<cuda::Backend> g_cuda;
+#endif
 std::vector<MaskCase> g_masks;
 std::vector<Row> g_rows;
 int g_decode = 32;
@@ -118,10 +136,13 @@ HeadMask rho_mask(const HeadLayout& layout, double rho) {
   return m;
 }
 
-void BM_kv(benchmark::State& state, int context, std::size_t mask_index) {
+/// One row: prefill `context` tokens and decode g_decode more with `backend`
+/// (cpu::Backend or cuda::Backend: the same prefill / decode_step calls).
+template <class Backend>
+void BM_kv(benchmark::State& state, const Backend* backend_ptr, int context, std::size_t mask_index) {
+  const Backend& backend = *backend_ptr;
   const MaskCase& mc = g_masks[mask_index];
   const auto& c = g_model->config;
-  const cpu::Backend backend(*g_model);
   const auto prompt = tokens(context, c.vocab_size, 7);
   const auto extra = tokens(g_decode, c.vocab_size, 8);
   Row row;
@@ -142,8 +163,8 @@ void BM_kv(benchmark::State& state, int context, std::size_t mask_index) {
     row.kv_bytes = s.bytes();
     row.rss = rss_bytes();
   }
-  row.kv_formula = cpu::kv_bytes(c, mc.windows, context + g_decode);
-  row.kv_full = cpu::kv_bytes(c, AttentionWindows::full(), context + g_decode);
+  row.kv_formula = backend.kv_bytes(mc.windows, context + g_decode);
+  row.kv_full = backend.kv_bytes(AttentionWindows::full(), context + g_decode);
   if (row.kv_bytes != row.kv_formula) {
     state.SkipWithError("allocated KV bytes differ from the formula");
     std::fprintf(stderr, "bench_kv_cache: %s at %d tokens: allocated %zu bytes, formula %zu\n", mc.name.c_str(),
@@ -216,7 +237,7 @@ void write_outputs(const std::filesystem::path& dir, const std::string& note, in
   }
   md << "\n" << note << "; window " << window << ", " << sinks << " sinks; " << g_decode
      << " decode steps after each context (the cache allocated for context + steps); " << omp_get_max_threads()
-     << " OpenMP threads. KV bytes: allocated by the hybrid cache, equal to the formula cpu::kv_bytes. "
+     << " OpenMP threads. KV bytes: allocated by the hybrid cache, equal to the formula Backend::kv_bytes. "
         "RSS: resident set after the row's decode (an upper bound: the allocator may keep earlier rows' freed "
         "memory); peak RSS: getrusage maxrss of the process so far (monotone over the rows; `bosch generate "
         "--stats` gives one configuration's own peak). "
@@ -253,7 +274,8 @@ void write_outputs(const std::filesystem::path& dir, const std::string& note, in
 
 int main(int argc, char** argv) {
   int threads = 0, window = 64, sinks = 4;
-  std::string contexts = "2048,4096,8160", rhos = "0.5,0.75", mask_file, out;
+  bool random_weights = false;
+  std::string contexts = "2048,4096,8160", rhos = "0.5,0.75", mask_file, out, device = "cpu";
   std::vector<char*> rest{argv[0]};
   auto value = [](const char* arg, const char* name) -> const char* {
     const std::size_t n = std::strlen(name);
@@ -268,6 +290,8 @@ int main(int argc, char** argv) {
     else if (const char* v6 = value(argv[i], "--mask=")) mask_file = v6;
     else if (const char* v7 = value(argv[i], "--threads=")) threads = std::atoi(v7);
     else if (const char* v8 = value(argv[i], "--out=")) out = v8;
+    else if (const char* v9 = value(argv[i], "--device=")) device = v9;
+    else if (std::strcmp(argv[i], "--random-weights") == 0) random_weights = true;
     else rest.push_back(argv[i]);
   }
   if (threads > 0) omp_set_num_threads(threads);
@@ -275,6 +299,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_kv_cache: --decode and --window must be >= 1, --sinks >= 0\n");
     return 2;
   }
+#if BOSCH_BENCH_CUDA
+  if (device != "cpu" && device != "cuda") {
+    std::fprintf(stderr, "bench_kv_cache: --device must be cpu or cuda, got '%s'\n", device.c_str());
+    return 2;
+  }
+  if (device == "cuda") {
+    std::string why;
+    if (!cuda::device_available(&why)) {
+      std::printf("SKIPPED: no CUDA device: %s\n", why.c_str());
+      return 0;
+    }
+  }
+#else
+  if (device != "cpu") {
+    std::fprintf(stderr, "bench_kv_cache: --device must be cpu (this build has no CUDA), got '%s'\n",
+                 device.c_str());
+    return 2;
+  }
+#endif
   std::filesystem::path path;
   if (const char* env = std::getenv("BOSCH_MODEL")) {
     path = env;
@@ -284,13 +327,30 @@ int main(int argc, char** argv) {
   }
   std::string note;
   try {
-    if (!std::filesystem::exists(path)) {
-      std::fprintf(stderr, "bench_kv_cache: model not found at %s (run scripts/fetch-model or set BOSCH_MODEL)\n",
+    if (std::filesystem::exists(path)) {
+      g_model = std::make_unique<model::Model>(model::load(path));
+      note = "model " + path.filename().string();
+    } else if (random_weights) {
+      g_model = std::make_unique<model::Model>(bench::random_model(bench::smollm2_config()));
+      note = "random weights of SmolLM2-135M's shape (" + path.string() + " not found)";
+    } else {
+      std::fprintf(stderr,
+                   "bench_kv_cache: model not found at %s (run scripts/fetch-model, set BOSCH_MODEL or pass "
+                   "--random-weights)\n",
                    path.string().c_str());
       return 2;
     }
-    g_model = std::make_unique<model::Model>(model::load(path));
-    note = "model " + path.filename().string() + " (fp32)";
+#if BOSCH_BENCH_CUDA
+    if (device == "cuda") {
+      g_cuda = std::make_unique<cuda::Backend>(*g_model);
+      note += ", CUDA " + cuda::device_description() + " (" + cuda::to_string(g_cuda->options().dtype) +
+              " weights and KV cache)";
+    }
+#endif
+    if (device == "cpu") {
+      g_cpu = std::make_unique<cpu::Backend>(*g_model);
+      note += ", CPU (fp32 weights and KV cache)";
+    }
     const auto& c = g_model->config;
     g_masks.push_back({"all-full", AttentionWindows::full()});
     for (const auto& r : split(rhos)) {
@@ -310,11 +370,15 @@ int main(int argc, char** argv) {
                      c.max_position);
         return 2;
       }
-      for (std::size_t m = 0; m < g_masks.size(); ++m)
-        benchmark::RegisterBenchmark(("kv/ctx:" + ctx + "/" + g_masks[m].name).c_str(), BM_kv, n, m)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->Iterations(1);
+      for (std::size_t m = 0; m < g_masks.size(); ++m) {
+        const std::string name = "kv/" + device + "/ctx:" + ctx + "/" + g_masks[m].name;
+        benchmark::internal::Benchmark* b = nullptr;
+#if BOSCH_BENCH_CUDA
+        if (g_cuda) b = benchmark::RegisterBenchmark(name.c_str(), &BM_kv<cuda::Backend>, g_cuda.get(), n, m);
+#endif
+        if (g_cpu) b = benchmark::RegisterBenchmark(name.c_str(), &BM_kv<cpu::Backend>, g_cpu.get(), n, m);
+        b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_kv_cache: %s\n", e.what());

@@ -63,6 +63,23 @@ inline std::filesystem::path default_model() {
   return {};
 }
 
+/// Path of the second real model, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF,
+/// 491 MB), as cached by `scripts/fetch-model --model qwen2.5-coder-0.5b`
+/// (which scripts/test and CI run), or empty when not fetched: then the test
+/// fails, as for the default model. $BOSCH_QWEN_MODEL overrides. Tests read
+/// only its header, tokenizer and a few rows (memory-mapped); no forward.
+inline std::filesystem::path qwen_model() {
+  std::filesystem::path p;
+  if (const char* env = std::getenv("BOSCH_QWEN_MODEL")) {
+    p = env;
+  } else {
+    p = cache_dir() / "models" / "Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf";
+  }
+  if (std::filesystem::exists(p)) return p;
+  FAIL("Qwen2.5-Coder model missing (run scripts/fetch-model --model qwen2.5-coder-0.5b): " << p.string());
+  return {};
+}
+
 /// A mask of `layout` with each bit a fair coin of the seeded Boost
 /// mt19937_64 (the same masks on every platform).
 inline HeadMask random_mask(const HeadLayout& layout, std::uint64_t seed) {

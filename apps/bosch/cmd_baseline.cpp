@@ -10,7 +10,7 @@
 #include "mask_files.hpp"
 #include "model_options.hpp"
 #include "search_options.hpp"
-#include "task_options.hpp"
+#include "run_options.hpp"
 
 #include <bosch/baselines/layer.hpp>
 #include <bosch/eval/report.hpp>
@@ -38,8 +38,7 @@ std::string upper(std::string s) {
 
 int run_baseline(int argc, char** argv) {
   return run_command("baseline", [&]() -> int {
-    ModelOptions mo;
-    TaskOptions to;
+    RunOptions run_options({SettingGroup::model, SettingGroup::tasks, SettingGroup::evaluator});
     OutputOptions oo;
     HeadScoreCli hs;
     std::string method, out = "mask.json", format, scores_path, svg;
@@ -52,8 +51,8 @@ int run_baseline(int argc, char** argv) {
                    "Make a head mask with a baseline instead of the BOSCH search: a static head\n"
                    "ranking computed once on the original model (DCAM, APL, RAZOR, QADA, PROXY,\n"
                    "FISHER, RETRIEVAL; the lowest-scored KV heads become SWA) or a layer-level\n"
-                   "heuristic (RAND, BME, INTR; whole layers become SWA). See README.md,\n"
-                   "\"Baselines and comparison\", for each method's definition.");
+                   "heuristic (RAND, BME, INTR; whole layers become SWA). See docs/comparison.md,\n"
+                   "for each method's definition.");
     po::options_description what("Baseline");
     what.add_options()("method", po::value(&method)->value_name("NAME"),
                        "DCAM | APL | RAZOR | QADA | PROXY | FISHER | RETRIEVAL | RAND | BME | INTR")(
@@ -68,7 +67,7 @@ int run_baseline(int argc, char** argv) {
         "scores", po::value(&scores_path)->value_name("FILE"), "also write the ranking's per-head scores (JSON)")(
         "svg", po::value(&svg)->value_name("FILE"), "SVG head map of the mask")(
         "report", flag(&report), "afterwards, print held-out scores of all-full, all-SWA and the mask");
-    cl.options.add(mo.describe()).add(to.describe()).add(what).add(hs.describe()).add(files).add(oo.describe());
+    cl.options.add(run_options.describe()).add(what).add(hs.describe()).add(files).add(oo.describe());
     cl.positional.add("model", 1);
     cl.epilog =
         "Example:\n"
@@ -77,7 +76,7 @@ int run_baseline(int argc, char** argv) {
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
-    mo.validate();
+    const RunSettings settings = run_options.resolve(vm);
     if (method.empty()) throw usage_error("no method given (--method NAME)");
     method = upper(method);
     const bool layer = method == "RAND" || method == "BME" || method == "INTR";
@@ -97,20 +96,19 @@ int run_baseline(int argc, char** argv) {
       throw bosch::invalid_argument("expected exact or whole, got '" + layer_count + "'", "--layer-count");
     if (layer && !scores_path.empty()) throw usage_error("--scores applies to the head rankings only");
     const MaskFormat fmt = out == "-" && format.empty() ? MaskFormat::json : mask_format(out, format, "--format");
-    const TaskSuiteOptions suite = to.suite();
-    const TransformerEvaluatorOptions eo = to.evaluator();
+    const TaskSuiteOptions suite = settings.suite();
+    const TransformerEvaluatorOptions eo = settings.evaluator();
     const eval::HeadScoreOptions so = hs.resolved(eo, seed);
     const baselines::Quota quota = hs.resolved_quota();
-    if (!layer && mo.cuda())
+    if (!layer && settings.device == Device::cuda)
       throw usage_error("the head rankings read attention on the CPU backend (use --device cpu)");
-    if (report && suite.held_out_samples < 1)
-      throw bosch::invalid_argument("must be at least 1 for --report", "--held-out-samples");
+    if (report) check_held_out(settings, RunOptions::namer());
     check_outputs({{"--out", out}, {"--scores", scores_path}, {"--svg", svg}});
-    const model::Config config = read_model_config(mo);
+    const model::Config config = read_model_config(settings.model);
     (void)checked_target_count(config.layout(), ratio, "--ratio");
-    if (!layer || report) to.check_model(config);
+    if (!layer || report) RunOptions::check_model(settings, config);
 
-    const model::Model model = load_model(mo, oo);
+    const model::Model model = load_model(settings, oo);
     const HeadLayout layout = model.config.layout();
     nlohmann::json meta{{"method", method},
                         {"model", model.config.name},
@@ -133,9 +131,9 @@ int run_baseline(int argc, char** argv) {
       meta["layer_count"] = layer_count;
     } else {
       const auto calibration = make_task_suite(suite, model.tokenizer, false).calibration;
-      oo.info() << "tasks: " << calibration.samples.size() << " calibration samples of <= " << suite.context_length
+      oo.info() << "tasks: " << calibration.samples.size() << " calibration samples of <= " << settings.longest_context()
                 << " tokens; window " << eo.window << ", sinks " << eo.sinks << "\n";
-      const auto backend = make_cpu_backend(model, mo);
+      const auto backend = make_cpu_backend(model, settings);
       oo.info() << "computing " << method << " scores\n";
       eval::HeadScores scores;
       if (ranking == eval::Method::proxy) {
@@ -172,7 +170,7 @@ int run_baseline(int argc, char** argv) {
 
     if (report) {
       const auto held_out = tasks::generate(suite_specs(suite, tasks::Split::held_out), model.tokenizer);
-      return with_backend(model, mo, [&](const auto& backend) -> int {
+      return with_backend(model, settings, [&](const auto& backend) -> int {
         ReportOptions ro;
         std::vector<ReportRow> rows;
         for (const auto& [name, m] : {std::pair<std::string, HeadMask>{"all-full", HeadMask(layout)},

@@ -9,12 +9,13 @@
 #include "files.hpp"
 #include "model_options.hpp"
 #include "search_options.hpp"
-#include "task_options.hpp"
+#include "run_options.hpp"
 #include "mpi_session.hpp"
 #include "warm_start_options.hpp"
 
 #include <bosch/eval/compare.hpp>
 #include <bosch/io/options_json.hpp>
+#include <bosch/run/selection.hpp>
 #include <bosch/tasks/generate.hpp>
 
 #include <algorithm>
@@ -67,8 +68,8 @@ std::set<std::string> parse_methods(const std::string& list) {
 
 int run_compare(int argc, char** argv) {
   return run_command("compare", [&]() -> int {
-    ModelOptions mo;
-    TaskOptions to;
+    // Compare runs on the CPU backend (the head rankings read attention there).
+    RunOptions ro({SettingGroup::model, SettingGroup::tasks, SettingGroup::evaluator}, {"device", "gpu"});
     OutputOptions oo;
     HeadScoreCli hs;
     // The ratio and the variant are set per cell: --ratios and --methods.
@@ -121,7 +122,7 @@ int run_compare(int argc, char** argv) {
         "compute nothing: write the tables and figures of this grid from DIR/results.json")(
         "progress-every", po::value(&progress_every)->default_value(progress_every)->value_name("N"),
         "a search progress line every N evaluations (0 = per cell only)");
-    cl.options.add(mo.describe()).add(to.describe()).add(what).add(so.describe("BOSCH search (per cell)"))
+    cl.options.add(ro.describe()).add(what).add(so.describe("BOSCH search (per cell)"))
         .add(wo.describe(false, " (every method; the warm starts and candidates are BOSCH's; the candidates' "
                                 "rankings are shared with the ranking methods of the same name)"))
         .add(hs.describe())
@@ -135,12 +136,11 @@ int run_compare(int argc, char** argv) {
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
     // ---- check everything before loading the model ------------------------------
-    mo.validate();
-    if (mo.cuda()) throw usage_error("compare runs on the CPU backend (the head rankings read attention there)");
+    const RunSettings settings = ro.resolve(vm);
     const auto ratios = SearchOptions::parse_ratios(ratios_text, "--ratios");
-    const TaskSuiteOptions suite = to.suite();
-    if (suite.held_out_samples < 1) throw bosch::invalid_argument("must be at least 1", "--held-out-samples");
-    const TransformerEvaluatorOptions eo = to.evaluator();
+    const TaskSuiteOptions suite = settings.suite();
+    check_held_out(settings, RunOptions::namer());
+    const TransformerEvaluatorOptions eo = settings.evaluator();
     const Options search = so.resolve(vm);
     if (extra_tokens < 0) throw bosch::invalid_argument("must be >= 0", "--extra-tokens");
     if (layer_count != "exact" && layer_count != "whole")
@@ -157,57 +157,65 @@ int run_compare(int argc, char** argv) {
     smo.warm_start = wo.warm_start;
     smo.candidates = wo.resolved_candidates();
     check_output_dir(out, "--out");
-    const model::Config config = read_model_config(mo);
-    to.check_model(config);
+    const model::Config config = read_model_config(settings.model);
+    RunOptions::check_model(settings, config);
     // The other held-out contexts: checked like --context.
     std::vector<int> held_out_contexts;
     for (const auto& item : split_list(held_out_contexts_text)) {
       const int n = parse_number<int>(item, "--held-out-context");
       if (n < 32) throw bosch::invalid_argument("must be at least 32 tokens, got " + item, "--held-out-context");
-      if (n == suite.context_length)
-        throw bosch::invalid_argument(item + " is the calibration context (--context), whose held-out set is always "
-                                             "scored",
+      if (std::find(settings.context.begin(), settings.context.end(), n) != settings.context.end())
+        throw bosch::invalid_argument(item +
+                                          (settings.context.size() == 1 ? " is the calibration context"
+                                                                        : " is one of the calibration contexts") +
+                                          " (--context), whose held-out set is always scored",
                                       "--held-out-context");
       if (static_cast<long long>(eo.window) + eo.sinks >= n)
         throw bosch::invalid_argument("window " + std::to_string(eo.window) + " plus " + std::to_string(eo.sinks) +
                                           " sinks must be less than every held-out context, got " + item,
                                       "--held-out-context");
-      check_trained_context(n, config, to.allow_long_context, "--held-out-context");
+      check_context_for_model(n, config, settings.allow_long_context, "--held-out-context");
       if (std::find(held_out_contexts.begin(), held_out_contexts.end(), n) == held_out_contexts.end())
         held_out_contexts.push_back(n);
     }
 
     // ---- the run ---------------------------------------------------------------------
     const auto t0 = std::chrono::steady_clock::now();
-    const model::Model model = load_model(mo, oo);
-    const auto task_suite = make_task_suite(suite, model.tokenizer, true);
-    oo.info() << "tasks: " << task_suite.calibration.samples.size() << " calibration and "
-              << task_suite.held_out.samples.size() << " held-out samples of <= " << suite.context_length
-              << " tokens; window " << eo.window << ", sinks " << eo.sinks << "\n";
-    const auto backend = make_cpu_backend(model, mo);
-    TransformerEvaluator<cpu::Backend> evaluator(backend, task_suite.calibration, eo);
-    std::shared_ptr<void> mpi_scoring;  // MPI: BOSCH and PROXY spread over the ranks (mpi_session.hpp)
+    ModelRun run = make_model_run(settings, oo);
+    const model::Model& model = run.model();
+    const tasks::TaskSet& held_out = run.held_out();
+    oo.info() << "tasks: " << run.calibration().samples.size() << " calibration and " << held_out.samples.size()
+              << " held-out samples of <= " << settings.longest_context() << " tokens; window " << eo.window
+              << ", sinks " << eo.sinks << "\n";
+    // Rankings and held-out figures in fp32; the searches in --precision.
+    const cpu::Backend& backend = *run.cpu_report_backend();
+    TransformerEvaluator<cpu::Backend>& evaluator = *run.cpu_evaluator();
+    std::shared_ptr<void> mpi_scoring;  // MPI: PROXY spread over the ranks (mpi_session.hpp)
     smo.scoring = shared_scoring(evaluator, oo.info(), mpi_scoring);
+    // The BOSCH cells search through the run function, on one process or all.
+    MpiExecutor executor(oo.info());
+    smo.scoring.search = [&run, &executor](const Options& o, CallbackList& callbacks) {
+      return run_search(run, o, callbacks, &executor);
+    };
     auto methods = eval::standard_methods(backend, evaluator, smo);
     methods.erase(std::remove_if(methods.begin(), methods.end(),
                                  [&](const eval::ComparisonMethod& m) { return !wanted.count(m.name); }),
                   methods.end());
-    ReportOptions ro;
-    ro.accuracy = !no_accuracy;
-    ro.extra_new_tokens = extra_tokens;
+    ReportOptions rep;
+    rep.accuracy = !no_accuracy;
+    rep.extra_new_tokens = extra_tokens;
     // The held-out sets: the calibration context's, then the other contexts'.
     std::vector<eval::HeldOutSet> sets;
-    sets.push_back({"context=" + std::to_string(suite.context_length),
-                    "held-out, context " + std::to_string(suite.context_length) + " (the calibration context)",
-                    eval::held_out_scorer(backend, model.tokenizer, task_suite.held_out, eo.window, eo.sinks, ro)});
+    const std::string calibration_contexts = context_list_string(settings.context);
+    sets.push_back({"context=" + calibration_contexts,
+                    "held-out, context " + calibration_contexts + " (the calibration context)",
+                    eval::held_out_scorer(backend, model.tokenizer, held_out, eo.window, eo.sinks, rep)});
     std::deque<tasks::TaskSet> other_sets;  // stable addresses for the scorers
     for (int n : held_out_contexts) {
-      TaskSuiteOptions at = suite;
-      at.context_length = n;
-      other_sets.push_back(tasks::generate(suite_specs(at, tasks::Split::held_out), model.tokenizer));
+      other_sets.push_back(tasks::generate(suite_specs(settings.suite_at(n), tasks::Split::held_out), model.tokenizer));
       oo.info() << "held-out at context " << n << ": " << other_sets.back().samples.size() << " samples\n";
       sets.push_back({"context=" + std::to_string(n), "held-out, context " + std::to_string(n),
-                      eval::held_out_scorer(backend, model.tokenizer, other_sets.back(), eo.window, eo.sinks, ro)});
+                      eval::held_out_scorer(backend, model.tokenizer, other_sets.back(), eo.window, eo.sinks, rep)});
     }
 
     eval::ComparisonOptions co;
@@ -218,7 +226,7 @@ int run_compare(int argc, char** argv) {
     co.write_results = mpi_session().root();
     co.after_load = [] { mpi_session().barrier(); };
     co.ratio_order = ratio_order;
-    ro.bootstrap = co.bootstrap;
+    rep.bootstrap = co.bootstrap;
     nlohmann::json candidate_names = nlohmann::json::array();
     for (auto m : smo.candidates) candidate_names.push_back(std::string(eval::to_string(m)));
     co.run = {{"model", model.config.name},
@@ -233,6 +241,7 @@ int run_compare(int argc, char** argv) {
               {"ratio_order", eval::to_string(ratio_order)},
               {"warm_start", wo.warm_start},
               {"candidates", candidate_names}};
+    if (settings.precision != cpu::Precision::fp32) co.run["precision"] = run.precision();
     const auto result = eval::run_comparison(methods, sets, evaluator.layout(), co,
                                              [&oo](const std::string& s) { oo.info() << s << "\n"; });
     if (!mpi_session().root()) return exit_success;

@@ -6,7 +6,7 @@
 #include "held_out_report.hpp"
 #include "mask_files.hpp"
 #include "model_options.hpp"
-#include "task_options.hpp"
+#include "run_options.hpp"
 
 #include <bosch/eval/report.hpp>
 #include <bosch/eval/suite.hpp>
@@ -18,8 +18,7 @@ namespace bosch::cli {
 
 int run_evaluate(int argc, char** argv) {
   return run_command("evaluate", [&]() -> int {
-    ModelOptions mo;
-    TaskOptions to;
+    RunOptions run_options({SettingGroup::model, SettingGroup::tasks, SettingGroup::evaluator});
     OutputOptions oo;
     std::string mask_path, mask_fmt;
     bool json = false, references = false, no_accuracy = false;
@@ -44,63 +43,62 @@ int run_evaluate(int argc, char** argv) {
         "extra-tokens", po::value(&extra_tokens)->default_value(extra_tokens)->value_name("N"),
         "greedy budget: answer tokens + N")(
         "json", flag(&json), "print one JSON object on stdout instead of a table");
-    cl.options.add(mo.describe()).add(to.describe()).add(what).add(oo.describe());
+    cl.options.add(run_options.describe()).add(what).add(oo.describe());
     cl.positional.add("model", 1);
     cl.epilog = "Example:\n  bosch evaluate SmolLM2-135M-Instruct.Q4_1.gguf --mask mask.json --references\n";
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
-    mo.validate();
+    // The model and device now; the tasks and windows once the mask's
+    // recorded settings are in.
+    const RunSettings model_settings = RunOptions({SettingGroup::model}).resolve(vm);
     if (mask_path.empty()) throw usage_error("no mask given (--mask FILE)");
     if (extra_tokens < 0)
       throw bosch::invalid_argument("must be >= 0, got " + std::to_string(extra_tokens), "--extra-tokens");
     const MaskFormat format = mask_path == "-" && mask_fmt.empty()
                                   ? MaskFormat::json
                                   : mask_format(mask_path, mask_fmt, "--mask-format");
-    // Check the option values now (usage errors before any file is read);
-    // window and sinks against the context once the mask's settings are in.
-    (void)to.suite();
-
     // The mask first (cheap), its layout checked against the model's config
     // before the weights are loaded.
-    const model::Config config = read_model_config(mo);
+    const model::Config config = read_model_config(model_settings.model);
     io::MaskFile mask_file = read_mask_file(mask_path, format, config.layout());
     const std::string mask_name = input_name(mask_path);
     const nlohmann::json& meta = mask_file.metadata;
 
-    // Settings recorded by `bosch select`, unless given here.
-    auto from_meta = [&](const char* option, const char* key, auto& field) {
-      if (given(vm, option) || !meta.contains(key) || meta[key].is_null()) return;
+    // Settings recorded by `bosch select` (those the calibration scores
+    // depend on), unless given here.
+    RunSettings recorded;
+    const nlohmann::json keys = to_json(recorded, {SettingRole::identity});
+    for (auto it = keys.begin(); it != keys.end(); ++it) {
+      if (it.key() == "samples" || it.key() == "text_files" || !meta.contains(it.key())) continue;
       try {
-        field = meta[key].get<std::remove_reference_t<decltype(field)>>();
-      } catch (const nlohmann::json::exception&) {
-        throw format_error("wrongly typed value " + meta[key].dump(), mask_name + ": metadata." + key);
+        update_from_json(recorded, nlohmann::json{{it.key(), meta[it.key()]}}, mask_name + ": metadata");
+      } catch (const bosch::invalid_argument& e) {
+        throw bosch::invalid_argument(e.message() + " (from the mask's metadata)", RunOptions::option_of(it.key()));
       }
-    };
-    from_meta("window", "window", to.window);
-    from_meta("sinks", "sinks", to.sinks);
-    from_meta("tasks", "tasks", to.tasks);
-    from_meta("context", "context", to.context);
-    from_meta("task-seed", "task_seed", to.task_seed);
-    if (!given(vm, "chat") && meta.contains("chat") && meta["chat"].is_boolean()) to.chat = meta["chat"].get<bool>();
-    TaskSuiteOptions suite;
-    TransformerEvaluatorOptions eval_options;
+    }
+    RunSettings settings;
     try {
-      suite = to.suite();
-      eval_options = to.evaluator();
+      settings = run_options.resolve(vm, recorded);
     } catch (const bosch::invalid_argument& e) {
       throw bosch::invalid_argument(e.message() + " (from the mask's metadata or the options)", e.where());
     }
+    const TaskSuiteOptions suite = settings.suite();
+    const TransformerEvaluatorOptions eval_options = settings.evaluator();
     // A context recorded in the mask passed the trained-context check when it was selected.
-    try {
-      to.check_model(config, given(vm, "context"));
-    } catch (const bosch::invalid_argument& e) {
-      if (given(vm, "context")) throw;
-      throw bosch::invalid_argument(e.message() + " (from the mask's metadata)", e.where());
+    {
+      RunSettings check = settings;
+      check.allow_long_context = settings.allow_long_context || !RunOptions::given(vm, "context");
+      try {
+        RunOptions::check_model(check, config);
+      } catch (const bosch::invalid_argument& e) {
+        if (RunOptions::given(vm, "context")) throw;
+        throw bosch::invalid_argument(e.message() + " (from the mask's metadata)", e.where());
+      }
     }
-    if (suite.held_out_samples < 1) throw bosch::invalid_argument("must be at least 1 to evaluate", "--held-out-samples");
+    check_held_out(settings, RunOptions::namer());
 
-    const model::Model model = load_model(mo, oo);
+    const model::Model model = load_model(settings, oo);
     if (meta.contains("model_fingerprint") && meta["model_fingerprint"].is_string() &&
         meta["model_fingerprint"] != model.fingerprint)
       oo.info() << "bosch evaluate: warning: " << mask_name << " was selected on another model file "
@@ -108,10 +106,10 @@ int run_evaluate(int argc, char** argv) {
                 << model.fingerprint << ")\n";
     const auto held_out = tasks::generate(suite_specs(suite, tasks::Split::held_out), model.tokenizer);
     oo.info() << "tasks: " << held_out.samples.size() << " held-out samples (" << task_list_string(suite.kinds)
-              << ") of <= " << suite.context_length << " tokens; window " << eval_options.window << ", sinks "
+              << ") of <= " << settings.longest_context() << " tokens; window " << eval_options.window << ", sinks "
               << eval_options.sinks << "\n";
 
-    return with_backend(model, mo, [&](const auto& backend) -> int {
+    return with_backend(model, settings, [&](const auto& backend) -> int {
       ReportOptions ro;
       ro.accuracy = !no_accuracy;
       ro.extra_new_tokens = extra_tokens;

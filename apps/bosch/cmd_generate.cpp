@@ -6,9 +6,7 @@
 #include "attention_options.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
-#include "task_options.hpp"
-
-#include <bosch/cpu/kv_cache.hpp>
+#include "run_options.hpp"
 
 #include <sys/resource.h>
 
@@ -41,10 +39,10 @@ struct DecodeStats {
 
 /// Appends up to `count` greedy tokens to `ids` (stopping at EOS, which is
 /// not appended), calling emit(id) for each. With incremental decoding
-/// (prefill + decode_step, the CPU backend) each token costs one cached step
-/// against the hybrid KV cache, allocated once for the prompt plus count - 1
-/// positions (the last generated token is never fed back); otherwise (CUDA)
-/// one forward over the whole sequence with logits at its end.
+/// (prefill + decode_step: the CPU and CUDA backends) each token costs one
+/// cached step against the hybrid KV cache, allocated once for the prompt
+/// plus count - 1 positions (the last generated token is never fed back);
+/// otherwise one forward over the whole sequence with logits at its end.
 template <class Backend, class Emit>
 DecodeStats greedy(const Backend& backend, std::vector<int>& ids, int count, int eos,
                    const AttentionWindows& windows, Emit&& emit) {
@@ -74,7 +72,7 @@ DecodeStats greedy(const Backend& backend, std::vector<int>& ids, int count, int
       }
     }
     stats.kv_bytes = state.bytes();
-    stats.capacity = state.cache.capacity();
+    stats.capacity = state.capacity();
   } else {
     for (int step = 0; step < count; ++step) {
       const int last = static_cast<int>(ids.size()) - 1;
@@ -99,7 +97,7 @@ long long peak_rss_bytes() {
 
 int run_generate(int argc, char** argv) {
   return run_command("generate", [&]() -> int {
-    ModelOptions mo;
+    RunOptions model_options({SettingGroup::model});
     AttentionOptions ao;
     OutputOptions oo;
     std::string prompt = "Once upon a time, there was a";
@@ -111,9 +109,9 @@ int run_generate(int argc, char** argv) {
                    "sliding window in every head (--window), or in the SWA heads of a mask\n"
                    "(--mask), to see that the model runs and what a mask does to its output.\n"
                    "The prompt and its continuation go to stdout; the model, the attention\n"
-                   "set-up and the speed to stderr. The CPU backend decodes with a KV cache\n"
+                   "set-up and the speed to stderr. Both backends decode with a KV cache\n"
                    "(one cached step per token; a mask's SWA heads keep only their sinks and\n"
-                   "a ring of the last --window keys); CUDA runs a forward pass per token.\n"
+                   "a ring of the last --window keys; fp32 on the CPU, 16-bit on CUDA).\n"
                    "--stats adds one line on stderr: the KV cache's bytes and the exact\n"
                    "formula's, peak resident memory, prefill and decode tokens/s.");
     po::options_description what("Generation");
@@ -125,8 +123,8 @@ int run_generate(int argc, char** argv) {
         "stats", flag(&stats),
         "print one line on stderr (even with --quiet): kv_bytes (allocated by the hybrid KV cache), "
         "kv_bytes_formula (the exact formula for the mask), kv_bytes_full (all heads full), peak_rss_bytes "
-        "(getrusage), prefill and decode tokens/s (CPU backend only)");
-    cl.options.add(mo.describe()).add(what).add(ao.describe()).add(oo.describe());
+        "(getrusage), prefill and decode tokens/s");
+    cl.options.add(model_options.describe()).add(what).add(ao.describe()).add(oo.describe());
     cl.positional.add("model", 1);
     cl.epilog = "Examples:\n"
                 "  bosch generate SmolLM2-135M-Instruct.Q4_1.gguf --prompt 'The capital of France is'\n"
@@ -135,33 +133,29 @@ int run_generate(int argc, char** argv) {
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
-    mo.validate();
+    const RunSettings settings = model_options.resolve(vm);
     ao.validate(vm);
     if (tokens < 0) throw invalid_argument("must be at least 0, got " + std::to_string(tokens), "--tokens");
     if (tokens > max_context)
       throw invalid_argument("at most " + std::to_string(max_context) + ", got " + std::to_string(tokens), "--tokens");
     if (stats && tokens < 1) throw invalid_argument("needs --tokens of at least 1", "--stats");
-    if (stats && mo.cuda())
-      throw invalid_argument("needs the CPU backend's incremental decoding (CUDA runs a forward pass per token "
-                             "and keeps no KV cache); use --device cpu",
-                             "--stats");
-    const model::Config config = read_model_config(mo);
+    const model::Config config = read_model_config(settings.model);
     std::string attention;
     const AttentionWindows windows = ao.resolve(vm, config.layout(), attention);
 
     // The prompt's length is known once the tokenizer is loaded: the summary
     // follows the check, so that an error stays one line.
-    const model::Model model = load_model(mo, OutputOptions{.quiet = true});
+    const model::Model model = load_model(settings, OutputOptions{.quiet = true});
     std::vector<int> ids = model.tokenizer.encode(prompt, true);
     if (ids.empty()) throw invalid_argument("the prompt encodes to no tokens", "--prompt");
-    check_trained_context(static_cast<long long>(ids.size()) + tokens, model.config, allow_long_context,
+    check_context_for_model(static_cast<long long>(ids.size()) + tokens, model.config, allow_long_context,
                           "--prompt (" + std::to_string(ids.size()) + " tokens) + --tokens");
     oo.info() << model_summary(model) << "attention: " << attention << "\n";
     oo.detail() << "prompt: " << ids.size() << " tokens:";
     for (int id : ids) oo.detail() << " " << id;
     oo.detail() << "\n";
 
-    return with_backend(model, mo, [&](const auto& backend) -> int {
+    return with_backend(model, settings, [&](const auto& backend) -> int {
       std::cout << model.tokenizer.decode(ids) << std::flush;
       const std::size_t prompt_length = ids.size();
       const auto t0 = std::chrono::steady_clock::now();
@@ -176,8 +170,8 @@ int run_generate(int argc, char** argv) {
       if (stats && ds.measured) {
         auto rate = [](int n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
         std::cerr << "stats: kv_bytes=" << ds.kv_bytes
-                  << " kv_bytes_formula=" << cpu::kv_bytes(model.config, windows, ds.capacity)
-                  << " kv_bytes_full=" << cpu::kv_bytes(model.config, AttentionWindows::full(), ds.capacity)
+                  << " kv_bytes_formula=" << backend.kv_bytes(windows, ds.capacity)
+                  << " kv_bytes_full=" << backend.kv_bytes(AttentionWindows::full(), ds.capacity)
                   << " kv_tokens=" << ds.capacity << " peak_rss_bytes=" << peak_rss_bytes()
                   << " prefill_tokens=" << ds.prefill_tokens
                   << " prefill_tok_s=" << rate(ds.prefill_tokens, ds.prefill_seconds)

@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "model_options.hpp"
+#include "run_options.hpp"
 
 #include <bosch/model/dequant.hpp>
 #include <bosch/model/gguf.hpp>
@@ -66,13 +67,13 @@ std::uintmax_t size_on_disk(const std::filesystem::path& p) {
 
 int run_inspect(int argc, char** argv) {
   return run_command("inspect", [&] {
-    ModelOptions mo;
+    RunOptions model_options({SettingGroup::model}, {"device", "gpu", "threads"});
     bool json = false, load = false;
     CommandLine cl("inspect", "bosch inspect [options] MODEL",
                    "Print a model's architecture, head layout (the decision bits of BOSCH),\n"
                    "parameter count, context length, tokenizer and fingerprint. Reads only the\n"
                    "configuration and metadata (fast); --load reads the weights too.");
-    cl.options.add(mo.describe(false));
+    cl.options.add(model_options.describe());
     cl.options.add_options()("json", flag(&json), "print one JSON object instead of text")(
         "load", flag(&load),
         "load the whole model (checks every tensor; gives the fingerprint of a Hugging Face "
@@ -80,9 +81,9 @@ int run_inspect(int argc, char** argv) {
     cl.positional.add("model", 1);
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;
-    mo.validate();
+    const RunSettings settings = model_options.resolve(vm);
 
-    const std::filesystem::path path = mo.model;
+    const std::filesystem::path path = settings.model;
     if (!std::filesystem::exists(path)) throw file_error("no such file or directory", path.string());
     const bool is_dir = std::filesystem::is_directory(path);
 

@@ -8,7 +8,7 @@
 #include "attention_options.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
-#include "task_options.hpp"
+#include "run_options.hpp"
 
 #include <charconv>
 #include <cstdio>
@@ -19,7 +19,7 @@ namespace bosch::cli {
 
 int run_logits(int argc, char** argv) {
   return run_command("logits", [&]() -> int {
-    ModelOptions mo;
+    RunOptions model_options({SettingGroup::model});
     AttentionOptions ao;
     OutputOptions oo;
     std::vector<std::string> token_text;
@@ -33,7 +33,7 @@ int run_logits(int argc, char** argv) {
     po::options_description what("Tokens");
     what.add_options()("allow-long-context", flag(&allow_long_context),
                        "allow more tokens than the model's trained context (length extrapolation)");
-    cl.options.add(mo.describe()).add(what).add(ao.describe()).add(oo.describe());
+    cl.options.add(model_options.describe()).add(what).add(ao.describe()).add(oo.describe());
     cl.hidden.add_options()("tokens", po::value(&token_text)->value_name("TOKEN_ID..."));
     cl.positional.add("model", 1).add("tokens", -1);
     cl.negative_numbers_to = "tokens";  // "-1" is a token id out of range, not an option
@@ -41,26 +41,26 @@ int run_logits(int argc, char** argv) {
     po::variables_map vm;
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
-    mo.validate();
+    const RunSettings settings = model_options.resolve(vm);
     ao.validate(vm);
     if (token_text.empty()) throw usage_error("no token ids given (TOKEN_ID...)");
     if (token_text.size() > static_cast<std::size_t>(max_context))
       throw usage_error("at most " + std::to_string(max_context) + " token ids");
     std::vector<int> tokens;
     for (const auto& t : token_text) tokens.push_back(parse_number<int>(t, "TOKEN_ID"));
-    const model::Config config = read_model_config(mo);
+    const model::Config config = read_model_config(settings.model);
     for (int t : tokens)
       if (t < 0 || t >= config.vocab_size)
         throw invalid_argument("token id " + std::to_string(t) + " outside the vocabulary [0, " +
                                    std::to_string(config.vocab_size) + ")",
                                "TOKEN_ID");
-    check_trained_context(static_cast<long long>(tokens.size()), config, allow_long_context, "TOKEN_ID...");
+    check_context_for_model(static_cast<long long>(tokens.size()), config, allow_long_context, "TOKEN_ID...");
     std::string attention;
     const AttentionWindows windows = ao.resolve(vm, config.layout(), attention);
 
-    const model::Model model = load_model(mo, oo);
+    const model::Model model = load_model(settings, oo);
     oo.info() << "attention: " << attention << "\n";
-    return with_backend(model, mo, [&](const auto& backend) -> int {
+    return with_backend(model, settings, [&](const auto& backend) -> int {
       std::vector<int> positions(tokens.size());
       for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int>(i);
       const auto logits = backend.forward(tokens, windows, positions);

@@ -7,22 +7,22 @@
 #include "held_out_report.hpp"
 #include "mask_files.hpp"
 #include "model_options.hpp"
+#include "mpi_session.hpp"
 #include "progress.hpp"
 #include "ratio_runs.hpp"
+#include "run_options.hpp"
 #include "search_options.hpp"
 #include "signals.hpp"
-#include "task_options.hpp"
 #include "test_hooks.hpp"
-#include "mpi_session.hpp"
 #include "warm_start_options.hpp"
 
 #include <bosch/bosch.hpp>
-#include <bosch/io/mask_io.hpp>
 #include <bosch/eval/report.hpp>
-#include <bosch/eval/suite.hpp>
 #include <bosch/io/checkpoint.hpp>
 #include <bosch/io/file_lock.hpp>
+#include <bosch/io/mask_io.hpp>
 #include <bosch/io/svg.hpp>
+#include <bosch/run/selection.hpp>
 
 #include <algorithm>
 #include <csignal>
@@ -35,46 +35,6 @@
 namespace bosch::cli {
 
 namespace {
-
-/// What must be equal for a checkpoint to be resumed: everything the
-/// evaluator's scores depend on (the checkpoint itself checks the search options).
-nlohmann::json run_identity(const model::Model& m, const TransformerEvaluatorOptions& e,
-                            const TaskSuiteOptions& s) {
-  nlohmann::json files = nlohmann::json::array();
-  for (const auto& f : s.text_files) files.push_back(f.filename().string());
-  nlohmann::json j{{"format", "bosch.select_run"},
-                   {"model_fingerprint", m.fingerprint},
-                   {"window", e.window},
-                   {"sinks", e.sinks},
-                   {"text_files", files}};
-  j.update(to_json(s));
-  j.erase("held_out_samples");  // not used by the search
-  return j;
-}
-
-/// Refuses a resume whose run identity differs from the saved one (usage
-/// error listing the differences); warns when none was saved.
-void check_resume_identity(const std::string& identity_path, const nlohmann::json& identity,
-                           const OutputOptions& oo) {
-  if (!std::filesystem::exists(identity_path)) {
-    oo.info() << "bosch select: warning: " << identity_path
-              << " is missing; cannot check that the model and tasks match the checkpoint\n";
-    return;
-  }
-  nlohmann::json saved;
-  try {
-    saved = nlohmann::json::parse(io::read_file(identity_path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw format_error(std::string("not valid JSON: ") + e.what(), identity_path);
-  }
-  if (saved == identity) return;
-  std::string diff;
-  for (auto it = identity.begin(); it != identity.end(); ++it)
-    if (!saved.contains(it.key()) || saved[it.key()] != it.value())
-      diff += (diff.empty() ? "" : ", ") + it.key() + " " +
-              (saved.contains(it.key()) ? saved[it.key()].dump() : "-") + " -> " + it.value().dump();
-  throw usage_error("--resume: the checkpoint belongs to a run with other settings (" + diff + ")");
-}
 
 /// The command that resumes this run: the same arguments, with --resume.
 std::string resume_command(int argc, char** argv) {
@@ -89,8 +49,7 @@ std::string resume_command(int argc, char** argv) {
 
 int run_select(int argc, char** argv) {
   return run_command("select", [&]() -> int {
-    ModelOptions mo;
-    TaskOptions to;
+    RunOptions ro({SettingGroup::model, SettingGroup::tasks, SettingGroup::evaluator});
     OutputOptions oo;
     SearchOptions so;
     WarmStartOptions wo;
@@ -138,7 +97,7 @@ int run_select(int argc, char** argv) {
     progress.add_options()("progress-every",
                            po::value(&progress_every)->default_value(progress_every)->value_name("N"),
                            "a progress line every N evaluations");
-    cl.options.add(mo.describe()).add(to.describe()).add(so.describe()).add(several)
+    cl.options.add(ro.describe()).add(so.describe()).add(several)
         .add(wo.describe(true, " (with --ratios)")).add(files).add(oo.describe()).add(progress);
     test_hooks::add_options(cl.hidden);
     cl.options.add(mpi_session().describe());
@@ -154,10 +113,9 @@ int run_select(int argc, char** argv) {
     if (!cl.parse(argc, argv, vm)) return exit_success;
 
     // ---- check everything before the long work ----------------------------------------
-    mo.validate();
+    RunSettings settings = ro.resolve(vm);
+    if (report) check_held_out(settings, RunOptions::namer());
     const Options options = so.resolve(vm);
-    const TaskSuiteOptions suite = to.suite();
-    const TransformerEvaluatorOptions eval_options = to.evaluator();
     const MaskFormat out_format =
         out == "-" && format.empty() ? MaskFormat::json : mask_format(out, format, "--format");
     test_hooks::check();
@@ -173,14 +131,14 @@ int run_select(int argc, char** argv) {
     }
     const eval::RatioOrder order = wo.resolved_order();
     if (order == eval::RatioOrder::descending) std::reverse(ratios.begin(), ratios.end());
-    const std::vector<eval::Method> candidate_methods = wo.resolved_candidates();
+    const std::vector<eval::Method> candidates = wo.resolved_candidates();
 
     std::vector<RatioFiles> runs = ratio_files(ratios, multi, out, checkpoint, log, svg);
-    const model::Config config = read_model_config(mo);
+    const model::Config config = read_model_config(settings.model);
     for (double rho : ratios) (void)checked_target_count(config.layout(), rho, multi ? "--ratios" : "--ratio");
-    to.check_model(config);
+    RunOptions::check_model(settings, config);
     // The user's masks, checked against the model's layout before it is loaded.
-    const std::vector<InitMask> init = wo.read_init(config.layout());
+    const std::vector<WarmStart> init = wo.read_init(config.layout());
     // One run per checkpoint: a second one would overwrite the first's checkpoint.
     // Only rank 0 of an MPI run locks, reads and writes files (mpi_session.hpp).
     if (mpi_session().root()) {
@@ -204,172 +162,153 @@ int run_select(int argc, char** argv) {
     }
 
     // ---- model and tasks ------------------------------------------------------------
-    const model::Model model = load_model(mo, oo);
-    const TaskSuite tasks = make_task_suite(suite, model.tokenizer, report);
-    oo.info() << "tasks: " << tasks.calibration.samples.size() << " calibration samples ("
-              << task_list_string(suite.kinds) << ") of <= " << suite.context_length << " tokens\n";
-    oo.detail() << tasks.calibration.description << (tasks.calibration.description.empty() ||
-                                                             tasks.calibration.description.back() == '\n'
-                                                         ? ""
-                                                         : "\n");
-
-    // The run's identity beside each checkpoint: a resumed run must score masks
-    // the same way (same model, windows and tasks), which the checkpoint alone
-    // (search options only) cannot tell.
-    nlohmann::json identity = run_identity(model, eval_options, suite);
+    settings.gpu = mpi_session().gpu(settings.gpu, RunOptions::given(vm, "gpu"));
+    ModelRun run = make_model_run(settings, oo);
+    oo.detail() << run.calibration().description
+                << (run.calibration().description.empty() || run.calibration().description.back() == '\n' ? ""
+                                                                                                          : "\n");
+    const HeadLayout layout = run.layout();
+    MpiExecutor executor(oo.info());
+    const InfoSink info = [&oo](const std::string& line) { oo.info() << line; };
+    nlohmann::json ratio_run;
     if (multi) {
       nlohmann::json list = nlohmann::json::array();
       for (const auto& f : runs) list.push_back(f.rho);
-      identity["ratio_run"] = {{"ratios", list}, {"order", wo.ratio_order}, {"warm_start", wo.warm_start}};
+      ratio_run = {{"ratios", list}, {"order", wo.ratio_order}, {"warm_start", wo.warm_start}};
     }
 
     // ---- the searches ------------------------------------------------------------------
-    mo.gpu = mpi_session().gpu(mo.gpu, given(vm, "gpu"));
-    return with_backend(model, mo, [&](const auto& backend) -> int {
-      TransformerEvaluator evaluator(backend, tasks.calibration, eval_options);
-      const HeadLayout layout = evaluator.layout();
-      eval::HeadScoreOptions hso;
-      hso.window = eval_options.window;
-      hso.sinks = eval_options.sinks;
-      hso.seed = options.seed;
-      const std::vector<Candidate> candidates =
-          compute_candidates(candidate_methods, backend, evaluator, model, mo, hso, oo);
+    std::vector<ReportRow> references;
+    std::vector<std::pair<double, Result>> done;  // in run order
+    done.reserve(runs.size());                     // `previous` points into it
+    const HeadMask* previous = nullptr;
+    double previous_ratio = 0;
+    for (auto& f : runs) {
+      SelectionRequest request;
+      request.options = options;
+      request.options.target_ratio = f.rho;
+      request.init = init;
+      request.candidates = candidates;
+      const bool from_previous = multi && wo.warm_start && previous != nullptr;
+      if (from_previous) {
+        request.previous = previous;
+        request.previous_ratio = previous_ratio;
+      }
+      request.checkpoint = f.checkpoint;
+      request.checkpoint_every = checkpoint_every;
+      request.resume = f.resume;
+      if (multi) request.identity_extra["ratio_run"] = ratio_run;
+      request.log = f.log;
+      request.log_every = checkpoint_every;
 
-      std::vector<ReportRow> references;
-      std::vector<std::pair<double, Result>> done;  // in run order
-      done.reserve(runs.size());                     // `previous` points into it
-      const HeadMask* previous = nullptr;
-      double previous_ratio = 0;
-      for (auto& f : runs) {
-        Options o = options;
-        o.target_ratio = f.rho;
-        for (const auto& i : init) o.initial_masks.push_back(i.mask);
-        for (auto& m : candidate_masks(candidates, f.rho)) o.initial_masks.push_back(std::move(m));
-        const bool from_previous = multi && wo.warm_start && previous != nullptr;
-        if (from_previous) o.initial_masks.push_back(*previous);
-        if (!mpi_session().root()) {
-          // Other ranks of an MPI run: rank 0 checks and writes the identity.
-        } else if (f.resume) {
-          check_resume_identity(f.identity, identity, oo);
-        } else {
-          io::write_file_atomic(f.identity, identity.dump(2) + "\n");
+      Selection selection;
+      int stop_sig = 0, stop_exit = 0;
+      {
+        // Signals stop the search cleanly only while it runs; afterwards (held-out
+        // report, writing files) they have their usual effect.
+        SignalGuard guard;
+        CliProgress progress_cb(oo.verbosity(), progress_every);
+        test_hooks::Callback hooks;
+        StopOnSignal stop;
+        CallbackList callbacks;
+        callbacks.add(progress_cb).add(hooks).add(stop);
+        try {
+          selection = select_heads(run, request, callbacks, &executor, info);
+        } catch (const bosch::invalid_argument& e) {
+          if (e.where() == "resume") throw usage_error("--resume: " + e.message());
+          throw;
         }
-        oo.info() << "search: " << to_string(o.variant) << " variant, ratio " << o.target_ratio << " -> "
-                  << target_count(layout, o.target_ratio) << " of " << layout.size() << " KV heads, window "
-                  << eval_options.window << ", sinks " << eval_options.sinks;
-        if (!o.initial_masks.empty()) oo.info() << ", " << o.initial_masks.size() << " warm-start masks";
-        oo.info() << (f.resume ? ", resuming from " + f.checkpoint : std::string()) << "\n";
-
-        EvaluationLogWriter log_cb(f.log, checkpoint_every);
-        Result result;
-        int stop_sig = 0, stop_exit = 0;
-        {
-          // Signals stop the search cleanly only while it runs; afterwards (held-out
-          // report, writing files) they have their usual effect.
-          SignalGuard guard;
-          CliProgress progress_cb(oo.verbosity(), progress_every);
-          Checkpoint checkpoint_cb(f.checkpoint, checkpoint_every, f.resume ? Checkpoint::resume : Checkpoint::start);
-          test_hooks::Callback hooks;
-          StopOnSignal stop;
-          result = run_select(oo.info(), evaluator, o, progress_cb, checkpoint_cb, log_cb, hooks, stop);
-          stop_sig = SignalGuard::received();
-          stop_exit = SignalGuard::exit_code();
-        }
-        if (!mpi_session().root()) {
-          // Other ranks: the same result as rank 0, which writes the outputs.
-          if (stop_sig != 0 && result.stopped) return stop_exit;
-          done.emplace_back(f.rho, std::move(result));
-          previous = &done.back().second.mask;
-          previous_ratio = f.rho;
-          continue;
-        }
-        if (stop_sig != 0 && result.stopped) {
-          std::cerr << "bosch select: interrupted by " << (stop_sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
-                    << result.evaluations << " evaluations" << (multi ? " at ratio " + ratio_text(f.rho) : "")
-                    << "; checkpoint written to " << f.checkpoint
-                    << "\nbosch select: resume with: " << resume_command(argc, argv) << "\n";
-          return stop_exit;
-        }
-
-        // ---- outputs of this ratio --------------------------------------------------------
-        nlohmann::json meta = mask_metadata(model, o, result, eval_options, suite);
-        meta["warm_start"] = warm_start_metadata(init, candidates, from_previous ? previous : nullptr,
-                                                 previous_ratio, result);
-        if (multi) {
-          nlohmann::json list = nlohmann::json::array();
-          for (const auto& g : runs) list.push_back(g.rho);
-          meta["ratio_run"] = {{"ratios", list},
-                               {"order", order == eval::RatioOrder::ascending ? "up" : "down"},
-                               {"warm_start", wo.warm_start}};
-          if (previous != nullptr) {
-            const bool up = previous_ratio < f.rho;
-            const HeadMask& lo = up ? *previous : result.mask;
-            const HeadMask& hi = up ? result.mask : *previous;
-            meta["ratio_run"]["previous_ratio"] = previous_ratio;
-            meta["ratio_run"]["turnover_from_previous"] = turnover(lo, hi);
-            meta["ratio_run"]["jaccard_from_previous"] = jaccard_distance(lo, hi);
-          }
-        }
-        std::vector<ReportRow> rows;
-        if (report && !tasks.held_out.samples.empty()) {
-          ReportOptions ro;
-          ro.extra_new_tokens = 4;
-          auto score = [&](const char* name, const HeadMask& mask) {
-            oo.info() << "held-out: scoring " << name << "\n";
-            return ReportRow{name, mask.count(),
-                             evaluate_held_out(backend, model.tokenizer, tasks.held_out, evaluator.windows(mask), ro)};
-          };
-          if (references.empty()) {
-            references.push_back(score("all-full", HeadMask(layout)));
-            references.push_back(score("all-SWA", HeadMask::filled(layout, true)));
-          }
-          rows = references;
-          rows.push_back(score("BOSCH", result.mask));
-          meta["held_out"] = to_json(rows.back().report, false);
-        }
-        write_mask_file(f.out, out_format, result.mask, meta);
-        if (!f.svg.empty()) {
-          std::ostringstream title;
-          title << (model.config.name.empty() ? model.source.filename().string() : model.config.name) << ": "
-                << result.mask.count() << " of " << result.mask.size() << " KV heads SWA (w " << eval_options.window
-                << ")";
-          io::write_svg(f.svg, io::head_map_svg(result.mask, title.str()));
-        }
-        log_cb.write(result.log);
-
-        oo.info() << "SWA heads (S) per layer, layer 0 first:\n" << to_grid(result.mask);
-        oo.info() << "wrote " << (f.out == "-" ? std::string("the mask to stdout") : f.out) << " ("
-                  << to_string(out_format) << "): " << result.mask.count() << " of " << result.mask.size()
-                  << " KV heads SWA, score " << result.score << " (normalized " << result.normalized_score << "), "
-                  << result.evaluations << " evaluations"
-                  << (result.replayed ? " (" + std::to_string(result.replayed) + " replayed)" : std::string())
-                  << "\n";
-        oo.info() << "search cost: " << result.forwards << " full-model sample forwards, " << result.seconds << " s\n";
-        if (!rows.empty()) {
-          std::ostream& rep = f.out == "-" ? std::cerr : std::cout;  // stdout may hold the mask
-          rep << "held-out (" << tasks.held_out.samples.size() << " samples"
-              << (multi ? ", ratio " + ratio_text(f.rho) : std::string())
-              << "): mean answer log-prob, its exponent, greedy accuracy, exact match\n";
-          print_report(rep, rows, oo.verbosity() == Verbosity::verbose);
-        }
+        stop_sig = SignalGuard::received();
+        stop_exit = SignalGuard::exit_code();
+      }
+      Result& result = selection.result;
+      if (!mpi_session().root()) {
+        // Other ranks: the same result as rank 0, which writes the outputs.
+        if (stop_sig != 0 && result.stopped) return stop_exit;
         done.emplace_back(f.rho, std::move(result));
         previous = &done.back().second.mask;
         previous_ratio = f.rho;
-        // A single run's files go now; several ratios keep theirs until the
-        // last one is done (a resume replays the finished ones to get the
-        // neighbours' masks back, at no evaluation).
-        if (!multi) finish_files(f);
+        continue;
+      }
+      if (stop_sig != 0 && result.stopped) {
+        std::cerr << "bosch select: interrupted by " << (stop_sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
+                  << result.evaluations << " evaluations" << (multi ? " at ratio " + ratio_text(f.rho) : "")
+                  << "; checkpoint written to " << f.checkpoint
+                  << "\nbosch select: resume with: " << resume_command(argc, argv) << "\n";
+        return stop_exit;
       }
 
-      if (!mpi_session().root()) return exit_success;
+      // ---- outputs of this ratio --------------------------------------------------------
+      nlohmann::json& meta = selection.metadata;
       if (multi) {
-        std::vector<std::pair<double, const Result*>> results;
-        for (const auto& [rho, r] : done) results.emplace_back(rho, &r);
-        print_ratio_summary(std::cout, results, order == eval::RatioOrder::ascending ? "up" : "down", wo.warm_start);
-        for (auto& f : runs) finish_files(f);
+        meta["ratio_run"] = ratio_run;
+        meta["ratio_run"]["order"] = order == eval::RatioOrder::ascending ? "up" : "down";
+        if (previous != nullptr) {
+          const bool up = previous_ratio < f.rho;
+          const HeadMask& lo = up ? *previous : result.mask;
+          const HeadMask& hi = up ? result.mask : *previous;
+          meta["ratio_run"]["previous_ratio"] = previous_ratio;
+          meta["ratio_run"]["turnover_from_previous"] = turnover(lo, hi);
+          meta["ratio_run"]["jaccard_from_previous"] = jaccard_distance(lo, hi);
+        }
       }
-      return exit_success;
-    });
+      std::vector<ReportRow> rows;
+      if (report) {
+        ReportOptions rep;
+        rep.extra_new_tokens = 4;
+        auto score = [&](const char* name, const HeadMask& mask) {
+          oo.info() << "held-out: scoring " << name << "\n";
+          return ReportRow{name, mask.count(), run.held_out_report(mask, rep)};
+        };
+        if (references.empty()) {
+          references.push_back(score("all-full", HeadMask(layout)));
+          references.push_back(score("all-SWA", HeadMask::filled(layout, true)));
+        }
+        rows = references;
+        rows.push_back(score("BOSCH", result.mask));
+        meta["held_out"] = to_json(rows.back().report, false);
+      }
+      write_mask_file(f.out, out_format, result.mask, meta);
+      if (!f.svg.empty()) {
+        std::ostringstream title;
+        const model::Model& model = run.model();
+        title << (model.config.name.empty() ? model.source.filename().string() : model.config.name) << ": "
+              << result.mask.count() << " of " << result.mask.size() << " KV heads SWA (w " << settings.window
+              << ")";
+        io::write_svg(f.svg, io::head_map_svg(result.mask, title.str()));
+      }
+
+      oo.info() << "SWA heads (S) per layer, layer 0 first:\n" << to_grid(result.mask);
+      oo.info() << "wrote " << (f.out == "-" ? std::string("the mask to stdout") : f.out) << " ("
+                << to_string(out_format) << "): " << result.mask.count() << " of " << result.mask.size()
+                << " KV heads SWA, score " << result.score << " (normalized " << result.normalized_score << "), "
+                << result.evaluations << " evaluations"
+                << (result.replayed ? " (" + std::to_string(result.replayed) + " replayed)" : std::string())
+                << ", " << selection.forwards << " sample forwards, " << result.seconds << " s\n";
+      if (!rows.empty()) {
+        std::ostream& rep = f.out == "-" ? std::cerr : std::cout;  // stdout may hold the mask
+        rep << "held-out (" << run.held_out().samples.size() << " samples"
+            << (multi ? ", ratio " + ratio_text(f.rho) : std::string())
+            << "): mean answer log-prob, its exponent, greedy accuracy, exact match\n";
+        print_report(rep, rows, oo.verbosity() == Verbosity::verbose);
+      }
+      done.emplace_back(f.rho, std::move(result));
+      previous = &done.back().second.mask;
+      previous_ratio = f.rho;
+      // A single run's files go now; several ratios keep theirs until the
+      // last one is done (a resume replays the finished ones to get the
+      // neighbours' masks back, at no evaluation).
+      if (!multi) finish_files(f);
+    }
+
+    if (!mpi_session().root()) return exit_success;
+    if (multi) {
+      std::vector<std::pair<double, const Result*>> results;
+      for (const auto& [rho, r] : done) results.emplace_back(rho, &r);
+      print_ratio_summary(std::cout, results, order == eval::RatioOrder::ascending ? "up" : "down", wo.warm_start);
+      for (auto& f : runs) finish_files(f);
+    }
+    return exit_success;
   });
 }
 

@@ -170,14 +170,14 @@ bool CommandLine::parse(int argc, char** argv, po::variables_map& vm) {
     std::istringstream in(text);
     po::options_description from_file;
     from_file.add(options).add(hidden);
-    po::parsed_options parsed(&from_file);
+    po::parsed_options from_config(&from_file);
     try {
-      parsed = po::parse_config_file(in, from_file, false);
+      from_config = po::parse_config_file(in, from_file, false);
     } catch (const po::error& e) {
       throw usage_error("--config " + file + ": " + e.what());
     }
-    check_values(parsed, from_file, file);
-    po::store(parsed, vm);
+    check_values(from_config, from_file, file);
+    po::store(from_config, vm);
   }
   po::notify(vm);
   return true;

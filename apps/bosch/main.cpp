@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // bosch: the command-line program. `bosch <command> [options]`; each command
-// has --help. See README.md ("Command-line tool").
+// has --help. See docs/cli.md.
 
 #include "commands.hpp"
 #include "errors.hpp"

@@ -240,6 +240,33 @@ bool SignalAgreement::on_evaluation(const SearchView&, const EvaluationRecord&) 
 
 }  // namespace detail
 
+Result MpiExecutor::select(ModelRun& run, const Options& options, CallbackList& callbacks) {
+  MpiSession& s = mpi_session();
+  detail::TestFailure fail{s.fail_after()};
+  auto observers = callbacks.observers();
+  auto voters = callbacks.voters();
+#ifdef BOSCH_HAVE_MPI
+  if (s.parallel()) {
+    bosch::mpi::ParallelEvaluator parallel(run, s.world(), s.parallel_options(run.sample_count()));
+    *info_ << "mpi: " << s.describe_parallelism(run.sample_count()) << "\n";
+    detail::SignalAgreement signals{&s.world()};
+    bosch::mpi::Spmd<CallbackList::Observers> spmd_observers(observers, s.world());
+    bosch::mpi::Spmd<CallbackList::Voters> spmd_voters(voters, s.world());
+    // The test hook and the signal agreement run on every process, unwrapped.
+    return bosch::select(parallel, options, spmd_observers, spmd_voters, fail, signals);
+  }
+#endif
+  return bosch::select(run, options, observers, voters, fail);
+}
+
+std::size_t MpiExecutor::layers_run(const ModelRun& run) {
+#ifdef BOSCH_HAVE_MPI
+  MpiSession& s = mpi_session();
+  if (s.parallel()) return s.world().sum(run.stats().layers_run);
+#endif
+  return run.stats().layers_run;
+}
+
 eval::SharedScoring shared_scoring(TransformerEvaluator<cpu::Backend>& evaluator, std::ostream& info,
                                    std::shared_ptr<void>& holder) {
   eval::SharedScoring out;

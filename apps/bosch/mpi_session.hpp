@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file apps/bosch/mpi_session.hpp
-/// Everything MPI-specific of the `bosch` program (README "Running with MPI"),
+/// Everything MPI-specific of the `bosch` program (docs/mpi.md),
 /// kept out of the commands, which call only:
 ///
 ///  - MpiSession (main.cpp): initializes MPI when an MPI launcher started the
@@ -14,10 +14,10 @@
 ///  - mpi_session().describe(): the --mpi-mode / --mpi-group-size options;
 ///  - mpi_session().root(): rank 0 alone locks and writes files;
 ///  - mpi_session().gpu(): --device cuda uses the GPU of the node-local rank;
-///  - run_select(): bosch::select, spread over the processes when there are
-///    several (bosch::mpi::ParallelEvaluator, callbacks through
-///    bosch::mpi::Spmd, signals agreed on by all ranks);
-///  - shared_scoring(): the same for the BOSCH searches of `bosch compare`.
+///  - MpiExecutor: bosch::select of a ModelRun, spread over the processes
+///    when there are several (bosch::mpi::ParallelEvaluator, callbacks
+///    through bosch::mpi::Spmd, signals agreed on by all ranks);
+///  - shared_scoring(): PROXY's scoring in `bosch compare`.
 ///
 /// A build without MPI (BOSCH_HAVE_MPI undefined) has the same interface: one
 /// process, and a clear error when a launcher started several.
@@ -31,6 +31,7 @@
 #include <bosch/eval/transformer_evaluator.hpp>
 
 #include <bosch/eval/compare.hpp>
+#include <bosch/run/selection.hpp>
 
 #ifdef BOSCH_HAVE_MPI
 #include <bosch/mpi/environment.hpp>
@@ -137,34 +138,29 @@ struct SignalAgreement {
 #endif
 }  // namespace detail
 
-/// bosch::select(evaluator, options, callbacks...) for a command: on one
-/// process exactly that; on several, every process runs the same search on a
-/// bosch::mpi::ParallelEvaluator around `evaluator` (mode from --mpi-mode),
-/// observer callbacks run on rank 0 only, stop votes and signals are agreed
-/// on, and every process returns the same Result. Prints the parallelism to
-/// `info` (rank 0).
-template <class E, class... Callbacks>
-Result run_select(std::ostream& info, E& evaluator, const Options& options, Callbacks&... callbacks) {
-  MpiSession& s = mpi_session();
-  detail::TestFailure fail{s.fail_after()};
-#ifdef BOSCH_HAVE_MPI
-  if (s.parallel()) {
-    bosch::mpi::ParallelEvaluator parallel(evaluator, s.world(), s.parallel_options(evaluator.sample_count()));
-    info << "mpi: " << s.describe_parallelism(evaluator.sample_count()) << "\n";
-    detail::SignalAgreement signals{&s.world()};
-    // The test hook and the signal agreement run on every process, unwrapped.
-    return bosch::select(parallel, options, bosch::mpi::Spmd<Callbacks>(callbacks, s.world())..., fail, signals);
-  }
-#else
-  (void)info;
-#endif
-  return bosch::select(evaluator, options, callbacks..., fail);
-}
+/// The executor of the commands' searches (bosch/run/selection.hpp): on one
+/// process bosch::select itself; on several, every process runs the same
+/// search on a bosch::mpi::ParallelEvaluator around the ModelRun (mode from
+/// --mpi-mode), observer callbacks run on rank 0 only, stop votes and signals
+/// are agreed on, and every process returns the same Result. Prints the
+/// parallelism to `info` (rank 0) at each search. Also runs the test hook
+/// --mpi-test-fail.
+class MpiExecutor final : public SearchExecutor {
+ public:
+  explicit MpiExecutor(std::ostream& info) : info_(&info) {}
+  Result select(ModelRun& run, const Options& options, CallbackList& callbacks) override;
+  bool root() const override { return mpi_session().root(); }
+  std::size_t layers_run(const ModelRun& run) override;
 
-/// The scoring of `bosch compare`'s BOSCH searches and PROXY: empty (the
-/// evaluator itself) on one process; on several, a ParallelEvaluator around
-/// `evaluator`, kept alive by the returned holder. `holder` must outlive the
-/// methods that use the result.
+ private:
+  std::ostream* info_;
+};
+
+/// The scoring of `bosch compare`'s PROXY ranking and the cost of its cells:
+/// empty (the evaluator itself) on one process; on several, a
+/// ParallelEvaluator around `evaluator`, kept alive by the returned holder.
+/// `holder` must outlive the methods that use the result. (The BOSCH cells
+/// search through MpiExecutor.)
 eval::SharedScoring shared_scoring(TransformerEvaluator<cpu::Backend>& evaluator, std::ostream& info,
                                    std::shared_ptr<void>& holder);
 

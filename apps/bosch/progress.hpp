@@ -2,12 +2,13 @@
 #pragma once
 
 /// @file apps/bosch/progress.hpp
-/// select() callbacks of the command line: progress on stderr by verbosity,
-/// and the --log file of evaluations.
+/// select() callbacks of the command line: progress on stderr by verbosity
+/// (the --log file of evaluations is io/evaluation_log.hpp's).
 
 #include "output_options.hpp"
 
 #include <bosch/callbacks.hpp>
+#include <bosch/io/evaluation_log.hpp>
 #include <bosch/options.hpp>
 
 #include <nlohmann/json.hpp>
@@ -36,28 +37,6 @@ class CliProgress {
   std::size_t stage_start_ = 0;
 };
 
-/// One JSON object per evaluation, as written to --log files:
-/// {"index", "stage", "score", "swa", "seconds", "mask"} ("mask" = layer-major
-/// bits, '1' = SWA), plus "eliminated": true and "samples" for a candidate the
-/// race stopped (Options::race; its score is then an estimate).
-nlohmann::json evaluation_json(const EvaluationRecord& r);
-
-/// Writes the evaluation log as JSON lines (one evaluation_json() per line)
-/// to `path`, atomically, every `every` evaluations and at the end of the
-/// search (the whole log each time, so an interrupted run leaves a complete
-/// file up to its last write; a resumed run rewrites it with the replayed
-/// records first). An empty path writes nothing (no --log).
-class EvaluationLogWriter {
- public:
-  explicit EvaluationLogWriter(std::filesystem::path path, std::size_t every = 10);
-  void on_evaluation(const SearchView& v, const EvaluationRecord& r);
-  void end_search(const SearchView& v, const Result& r);
-  /// Writes the log of `records` now.
-  void write(const std::vector<EvaluationRecord>& records) const;
-
- private:
-  std::filesystem::path path_;
-  std::size_t every_;
-};
+using bosch::EvaluationLogWriter;  // io/evaluation_log.hpp
 
 }  // namespace bosch::cli

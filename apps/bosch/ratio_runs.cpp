@@ -5,6 +5,8 @@
 
 #include "files.hpp"
 
+#include <bosch/run/selection.hpp>
+
 #include <bosch/mask.hpp>
 
 #include <algorithm>
@@ -40,7 +42,7 @@ std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool seve
     f.default_checkpoint = checkpoint.empty();
     f.checkpoint = f.default_checkpoint ? (f.out == "-" ? std::string("bosch-select") : f.out) + ".checkpoint"
                                         : name(checkpoint);
-    f.identity = f.checkpoint + ".run.json";
+    f.identity = identity_path(f.checkpoint);
     outputs.push_back({"--out", f.out});
     outputs.push_back({f.default_checkpoint ? "--out's checkpoint" : "--checkpoint", f.checkpoint});
     outputs.push_back({"--log", f.log});

@@ -41,37 +41,14 @@ eval::RatioOrder WarmStartOptions::resolved_order() const {
   return for_option("--ratio-order", [&] { return eval::parse_ratio_order(ratio_order); });
 }
 
-std::vector<InitMask> WarmStartOptions::read_init(const HeadLayout& layout) const {
-  std::vector<InitMask> out;
+std::vector<WarmStart> WarmStartOptions::read_init(const HeadLayout& layout) const {
+  std::vector<WarmStart> out;
   for (const auto& f : init_files) {
     // A mask of another model is a runtime failure naming the file (read_mask_file).
     io::MaskFile m = read_mask_file(f, f == "-" ? MaskFormat::json : mask_format(f, "", "--init"), layout);
     out.push_back({f, std::move(m.mask)});
   }
   return out;
-}
-
-std::vector<HeadMask> candidate_masks(const std::vector<Candidate>& candidates, double rho) {
-  std::vector<HeadMask> out;
-  for (const auto& c : candidates) out.push_back(eval::ranking_mask(c.scores, rho));
-  return out;
-}
-
-nlohmann::json warm_start_metadata(const std::vector<InitMask>& init, const std::vector<Candidate>& candidates,
-                                   const HeadMask* previous, double previous_ratio, const Result& result) {
-  nlohmann::json files = nlohmann::json::array(), cands = nlohmann::json::array();
-  for (const auto& i : init) files.push_back(i.file);
-  for (const auto& c : candidates)
-    cands.push_back({{"name", std::string(eval::to_string(c.method))},
-                     {"evaluations", c.scores.evaluations},
-                     {"forwards", c.scores.forwards},
-                     {"seconds", c.scores.seconds}});
-  nlohmann::json j{{"init_files", files},
-                   {"candidates", cands},
-                   {"previous_ratio", previous ? nlohmann::json(previous_ratio) : nlohmann::json(nullptr)},
-                   {"initial_masks", init.size() + candidates.size() + (previous ? 1 : 0)}};
-  j.update(eval::warm_start_summary(result));
-  return j;
 }
 
 }  // namespace bosch::cli

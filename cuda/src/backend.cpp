@@ -2,14 +2,14 @@
 // bosch::cuda::Backend: weight upload, the layer loop over packed sequences
 // (cuBLAS GEMMs + the kernels of kernels.hpp), logits at chosen rows.
 
-#include "blas_check.hpp"
-#include "check.hpp"
-#include "kernels.hpp"
-#include "memory.hpp"
+#include "backend_impl.hpp"
 #include "plan.hpp"
 
+#include <bosch/cpu/kernels.hpp>
+#include <bosch/cpu/moe.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/cuda/backend.hpp>
+#include <bosch/eval/backend_frame.hpp>
 #include <bosch/model/validate.hpp>
 
 #include <cublas_v2.h>
@@ -46,6 +46,22 @@ DeviceBuffer upload_half(std::initializer_list<const model::Matrix*> parts, DTyp
   for (const auto* m : parts)
     for (float f : m->data) host[at++] = to_half_bits(f, dtype);
   DeviceBuffer buffer(count * sizeof(std::uint16_t), "weights '" + name + "'");
+  BOSCH_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice));
+  return buffer;
+}
+
+// The stacked experts' gate and up matrices ([E F, hidden] each) as one half
+// [E 2F, hidden] buffer: expert e's F gate rows, then its F up rows, so that
+// one GEMM gives its [rows, 2F] gate | up block (the launch_swiglu layout).
+DeviceBuffer upload_expert_gate_up(const model::Matrix& gate, const model::Matrix& up, int experts,
+                                   DType dtype, const std::string& name) {
+  std::vector<std::uint16_t> host(gate.data.size() + up.data.size());
+  const std::size_t block = gate.data.size() / static_cast<std::size_t>(experts);  // F x hidden
+  std::size_t at = 0;
+  for (std::size_t e = 0; e < static_cast<std::size_t>(experts); ++e)
+    for (const model::Matrix* m : {&gate, &up})
+      for (std::size_t i = 0; i < block; ++i) host[at++] = to_half_bits(m->data[e * block + i], dtype);
+  DeviceBuffer buffer(host.size() * sizeof(std::uint16_t), "weights '" + name + "'");
   BOSCH_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice));
   return buffer;
 }
@@ -89,121 +105,7 @@ void check_window_sets(std::span<const AttentionWindows* const> windows, std::si
   }
 }
 
-struct LayerDevice {
-  DeviceBuffer wqkv;       // half [(Hq + 2 Hkv) d, hidden]: wq | wk | wv rows
-  DeviceBuffer wo;         // half [hidden, Hq d]
-  DeviceBuffer wgu;        // half [2 inter, hidden]: w_gate | w_up rows
-  DeviceBuffer wdown;      // half [hidden, inter]
-  DeviceBuffer attn_norm;  // fp32 [hidden]
-  DeviceBuffer ffn_norm;   // fp32 [hidden]
-  DeviceBuffer bias;       // fp32 [(Hq + 2 Hkv) d] or empty
-  DeviceBuffer q_norm;     // fp32 [d] or empty
-  DeviceBuffer k_norm;     // fp32 [d] or empty
-};
-
 }  // namespace
-
-struct Backend::Impl {
-  const model::Model* model = nullptr;
-  Options options;
-  detail::Elem elem = detail::Elem::bf16;
-  cudaDataType_t data_type = CUDA_R_16BF;
-  bool tensor_core = false;
-  int hidden = 0, inter = 0, hq = 0, hkv = 0, d = 0, qkv_dim = 0, vocab = 0, num_layers = 0;
-  float eps = 1e-5f;
-  HeadLayout layout;
-
-  // Handles, released in reverse order of declaration after ~Impl synchronized.
-  struct StreamHandle {
-    cudaStream_t h = nullptr;
-    ~StreamHandle() { if (h) cudaStreamDestroy(h); }
-  } stream_handle;
-  struct PoolHandle {
-    cudaMemPool_t h = nullptr;
-    ~PoolHandle() { if (h) cudaMemPoolDestroy(h); }
-  } pool_handle;
-  struct BlasHandle {
-    cublasHandle_t h = nullptr;
-    ~BlasHandle() { if (h) cublasDestroy(h); }
-  } blas_handle;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
-  cudaMemPool_t pool = nullptr;
-
-  DeviceBuffer embedding;     // half [vocab, hidden]
-  DeviceBuffer lm_head;       // half [vocab, hidden]; empty when tied
-  DeviceBuffer final_norm;    // fp32 [hidden]
-  DeviceBuffer inv_freq;      // double [d / 2]
-  std::vector<LayerDevice> layers;
-  std::size_t weight_bytes = 0;
-  std::mutex mutex;
-
-  Impl(const model::Model& m, Options o);
-  ~Impl();
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
-
-  const void* output_weights() const { return lm_head.bytes() ? lm_head.get() : embedding.get(); }
-
-  // Y [n, out] (fp32) = X [n, in] (half) W^T (W half [out, in]) + beta Y
-  // (beta 1: the residual add).
-  void linear(const void* w, const void* x, float* y, int n, int out, int in, float beta) const {
-    if (n <= 0) return;
-    const float alpha = 1.0f;
-    BOSCH_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, data_type,
-                                    in, x, data_type, in, &beta, y, CUDA_R_32F, out,
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  }
-  void linear(const DeviceBuffer& w, const void* x, float* y, int n, int out, int in, float beta) const {
-    linear(w.get(), x, y, n, out, in, beta);
-  }
-
-  StreamBuffer scratch(std::size_t bytes, const std::string& what) const {
-    return StreamBuffer(bytes, pool, stream, what);
-  }
-
-  void check_tokens(std::span<const int> tokens, const char* where) const {
-    for (std::size_t i = 0; i < tokens.size(); ++i)
-      if (tokens[i] < 0 || tokens[i] >= vocab)
-        throw invalid_argument("token id " + std::to_string(tokens[i]) + " at index " +
-                                   std::to_string(i) + " outside the vocabulary [0, " +
-                                   std::to_string(vocab) + ")",
-                               where);
-  }
-
-  // x [n, hidden] fp32 = embedding[tokens] (tokens already checked).
-  void embed_into(float* x, std::span<const int> tokens) const {
-    if (tokens.empty()) return;
-    StreamBuffer ids = scratch(tokens.size() * sizeof(int), "token ids");
-    BOSCH_CUDA_CHECK(cudaMemcpyAsync(ids.get(), tokens.data(), tokens.size() * sizeof(int),
-                                     cudaMemcpyHostToDevice, stream));
-    detail::launch_embed(embedding.get(), elem, ids.get<int>(), static_cast<int>(tokens.size()),
-                         hidden, x, stream);
-    BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
-  }
-
-  // One run_packed call's plan, metadata and activations (rows of all stacked sequences).
-  struct Pass {
-    Pass(const Impl& m, std::span<const int> lengths, std::span<const AttentionWindows* const> windows,
-         int first, int last);
-    int first, batch = 0, n = 0, chunk;
-    StreamBuffer dmeta, rope_cos, rope_sin;
-    StreamBuffer h, q, k, v, att;  // half: normalized rows, Q, K, V, attention output
-    StreamBuffer wide, gate;       // fp32 QKV / gate|up of a chunk of rows; half SwiGLU of a chunk
-    const int* positions = nullptr;     // device: position of each row
-    const int* windows_meta = nullptr;  // device: [layer - first][batch][hkv] windows
-    detail::AttentionArgs attention;    // all but the layer's windows
-  };
-  // The ops of the decoder layer (names as in cpu/layer.hpp).
-  void rms_norm(const float* x, const DeviceBuffer& gain, int n, void* out) const;
-  void qk_norm_rope(const LayerDevice& L, const Pass& s, std::size_t row, int rows) const;
-  void attention(const Pass& s, int layer) const;
-  void silu_mul(const Pass& s, int rows) const;
-  void decoder_layer(int layer, float* x, const Pass& s) const;
-  void run_packed(float* x, std::span<const int> lengths,
-                  std::span<const AttentionWindows* const> windows, int first, int last) const;
-  std::vector<float> logits_rows(const float* x, const std::vector<int>& rows) const;
-};
 
 Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
   const model::Config& c = m.config;
@@ -260,14 +162,21 @@ Backend::Impl::Impl(const model::Model& m, Options o) : model(&m), options(o) {
     LayerDevice& ld = layers[static_cast<std::size_t>(l)];
     ld.wqkv = upload_half({&lw.wq, &lw.wk, &lw.wv}, options.dtype, layer_name(l, "wqkv"));
     ld.wo = upload_half({&lw.wo}, options.dtype, layer_name(l, "wo"));
-    ld.wgu = upload_half({&lw.w_gate, &lw.w_up}, options.dtype, layer_name(l, "w_gate_up"));
-    ld.wdown = upload_half({&lw.w_down}, options.dtype, layer_name(l, "w_down"));
+    if (c.is_sparse_layer(l)) {
+      ld.wgu_exps = upload_expert_gate_up(lw.gate_exps, lw.up_exps, c.moe.num_experts, options.dtype,
+                                          layer_name(l, "ffn_gate_up_exps"));
+      ld.wdown_exps = upload_half({&lw.down_exps}, options.dtype, layer_name(l, "ffn_down_exps"));
+    } else {
+      ld.wgu = upload_half({&lw.w_gate, &lw.w_up}, options.dtype, layer_name(l, "w_gate_up"));
+      ld.wdown = upload_half({&lw.w_down}, options.dtype, layer_name(l, "w_down"));
+    }
     ld.attn_norm = upload_floats({&lw.attn_norm}, layer_name(l, "attn_norm"));
     ld.ffn_norm = upload_floats({&lw.ffn_norm}, layer_name(l, "ffn_norm"));
     if (!lw.bq.empty()) ld.bias = upload_floats({&lw.bq, &lw.bk, &lw.bv}, layer_name(l, "bqkv"));
     if (!lw.q_norm.empty()) ld.q_norm = upload_floats({&lw.q_norm}, layer_name(l, "attn_q_norm"));
     if (!lw.k_norm.empty()) ld.k_norm = upload_floats({&lw.k_norm}, layer_name(l, "attn_k_norm"));
     weight_bytes += ld.wqkv.bytes() + ld.wo.bytes() + ld.wgu.bytes() + ld.wdown.bytes() +
+                    ld.wgu_exps.bytes() + ld.wdown_exps.bytes() +
                     ld.attn_norm.bytes() + ld.ffn_norm.bytes() + ld.bias.bytes() +
                     ld.q_norm.bytes() + ld.k_norm.bytes();
   }
@@ -284,8 +193,9 @@ Backend::Impl::~Impl() {
 }
 
 Backend::Impl::Pass::Pass(const Impl& m, std::span<const int> lengths,
-                          std::span<const AttentionWindows* const> windows, int first_layer, int last)
-    : first(first_layer), chunk(0) {
+                          std::span<const AttentionWindows* const> windows, int first_layer, int last,
+                          const CacheHook* cache_hook)
+    : first(first_layer), chunk(0), hook(cache_hook) {
   const detail::Plan plan = detail::make_plan(lengths, m.options.query_tile);
   batch = static_cast<int>(lengths.size());
   n = plan.total;
@@ -321,13 +231,14 @@ Backend::Impl::Pass::Pass(const Impl& m, std::span<const int> lengths,
   positions = dm + at_positions;
   windows_meta = dm + at_windows;
 
-  // RoPE table for positions [0, max_len).
+  // RoPE table for positions [start, start + max_len): row t of a sequence
+  // (its local index, the positions above) is position start + t.
   const int half = m.d / 2;
   const std::size_t table = static_cast<std::size_t>(plan.max_len) * half;
   rope_cos = m.scratch(table * sizeof(float), "RoPE cos table");
   rope_sin = m.scratch(table * sizeof(float), "RoPE sin table");
-  detail::launch_rope_table(m.inv_freq.get<double>(), half, plan.max_len, rope_cos.get<float>(),
-                            rope_sin.get<float>(), m.stream);
+  detail::launch_rope_table(m.inv_freq.get<double>(), half, hook ? hook->start : 0, plan.max_len,
+                            rope_cos.get<float>(), rope_sin.get<float>(), m.stream);
 
   const std::size_t rows = static_cast<std::size_t>(n);
   const std::size_t hs = sizeof(std::uint16_t);
@@ -395,6 +306,66 @@ void Backend::Impl::silu_mul(const Pass& s, int rows) const {
   detail::launch_swiglu(s.wide.get<float>(), rows, inter, s.gate.get(), elem, stream);
 }
 
+// The mixture-of-experts FFN of cpu/moe.hpp (Qwen3-MoE), the simple way: the
+// routing is computed on the host from the fp32 residual with the CPU
+// backend's own ops (rms_norm, the router GEMM, route_top_k), so both
+// backends choose experts from the same arithmetic; the expert rows are
+// gathered on the device, each active expert runs two cuBLAS GEMMs (gate|up,
+// then down) over its rows, and one kernel adds each token's weighted expert
+// outputs to the residual. s.h holds the normalized rows (half).
+void Backend::Impl::moe_ffn(int l, float* x, const Pass& s) const {
+  const model::Config& c = model->config;
+  const model::LayerWeights& lw = model->weights.layers[static_cast<std::size_t>(l)];
+  const LayerDevice& L = layers[static_cast<std::size_t>(l)];
+  const int n = s.n, E = c.moe.num_experts, k = c.moe.num_experts_used, F = c.moe.expert_intermediate_size;
+  const std::size_t slots = static_cast<std::size_t>(n) * static_cast<std::size_t>(k);
+
+  // Routing on the host.
+  std::vector<float> h(static_cast<std::size_t>(n) * static_cast<std::size_t>(hidden));
+  BOSCH_CUDA_CHECK(cudaMemcpyAsync(h.data(), x, h.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cpu::rms_norm(h.data(), h.data(), static_cast<std::size_t>(n), hidden, lw.ffn_norm.data(), eps);
+  std::vector<float> logits(static_cast<std::size_t>(n) * static_cast<std::size_t>(E));
+  cpu::linear(h.data(), static_cast<std::size_t>(n), lw.router, nullptr, logits.data());
+  cpu::Routing r;
+  cpu::route_top_k(logits.data(), static_cast<std::size_t>(n), E, k, c.moe.norm_topk_prob, r);
+
+  // row_of | position, then the weights, in one upload each.
+  std::vector<int> index(r.row_of);
+  index.insert(index.end(), r.position.begin(), r.position.end());
+  StreamBuffer dindex = scratch(index.size() * sizeof(int), "expert routing");
+  StreamBuffer dweight = scratch(slots * sizeof(float), "expert weights");
+  BOSCH_CUDA_CHECK(cudaMemcpyAsync(dindex.get(), index.data(), index.size() * sizeof(int),
+                                   cudaMemcpyHostToDevice, stream));
+  BOSCH_CUDA_CHECK(cudaMemcpyAsync(dweight.get(), r.weight.data(), slots * sizeof(float),
+                                   cudaMemcpyHostToDevice, stream));
+
+  const std::size_t hs = sizeof(std::uint16_t);
+  StreamBuffer rows = scratch(slots * hidden * hs, "expert inputs");
+  StreamBuffer gate_up = scratch(slots * 2 * F * sizeof(float), "expert gate | up");
+  StreamBuffer act = scratch(slots * F * hs, "expert activations");
+  StreamBuffer out = scratch(slots * hidden * sizeof(float), "expert outputs");
+  detail::launch_gather_rows(s.h.get(), dindex.get<int>(), static_cast<int>(slots), hidden, rows.get(), stream);
+  const std::size_t gu_block = static_cast<std::size_t>(2) * F * hidden, down_block = static_cast<std::size_t>(hidden) * F;
+  for (int e = 0; e < E; ++e) {
+    const int p0 = r.offsets[static_cast<std::size_t>(e)], count = r.offsets[static_cast<std::size_t>(e) + 1] - p0;
+    if (count == 0) continue;  // inactive experts cost nothing
+    const auto p = static_cast<std::size_t>(p0);
+    linear(half_at(L.wgu_exps.get(), static_cast<std::size_t>(e) * gu_block), half_at(rows.get(), p * hidden),
+           gate_up.get<float>() + p * 2 * F, count, 2 * F, hidden, 0.0f);
+  }
+  detail::launch_swiglu(gate_up.get<float>(), static_cast<int>(slots), F, act.get(), elem, stream);
+  for (int e = 0; e < E; ++e) {
+    const int p0 = r.offsets[static_cast<std::size_t>(e)], count = r.offsets[static_cast<std::size_t>(e) + 1] - p0;
+    if (count == 0) continue;
+    const auto p = static_cast<std::size_t>(p0);
+    linear(half_at(L.wdown_exps.get(), static_cast<std::size_t>(e) * down_block), half_at(act.get(), p * F),
+           out.get<float>() + p * hidden, count, hidden, F, 0.0f);
+  }
+  detail::launch_moe_combine(out.get<float>(), dindex.get<int>() + slots, dweight.get<float>(), n, k, hidden, x,
+                             stream);
+}
+
 // The decoder layer of cpu/layer.hpp, op for op; on the GPU the Q/K/V and the
 // gate/up projections are one fused GEMM each (over chunks of rows), biases,
 // Q/K norms and RoPE one kernel, and each residual add is its GEMM's beta = 1.
@@ -409,10 +380,16 @@ void Backend::Impl::decoder_layer(int l, float* x, const Pass& s) const {
     linear(L.wqkv, half_at(s.h.get(), r * hidden), s.wide.get<float>(), rows, qkv_dim, hidden, 0.0f);
     qk_norm_rope(L, s, r, rows);                                          // q, k = rope(rms_norm(q), rms_norm(k))
   }
-  attention(s, l);                                                        // att = attention(q, k, v)
+  if (s.hook) store_keys(s, l);                                           // cache hook: store k, v
+  if (s.hook && s.hook->decode) decode_attention(s, l);                   // att = attention(q, cache)
+  else attention(s, l);                                                   // att = attention(q, k, v)
   linear(L.wo, s.att.get(), x, n, hidden, hq * d, 1.0f);                  // x += linear(att, wo)
-  // Feed-forward block (SwiGLU).
+  // Feed-forward block (SwiGLU, or the mixture of experts).
   rms_norm(x, L.ffn_norm, n, s.h.get());                                  // h = rms_norm(x, ffn_norm)
+  if (model->config.is_sparse_layer(l)) {
+    moe_ffn(l, x, s);                                                     // x += moe_ffn(h)
+    return;
+  }
   for (int r0 = 0; r0 < n; r0 += s.chunk) {
     const int rows = std::min(s.chunk, n - r0);
     const auto r = static_cast<std::size_t>(r0);
@@ -424,9 +401,9 @@ void Backend::Impl::decoder_layer(int l, float* x, const Pass& s) const {
 
 void Backend::Impl::run_packed(float* x, std::span<const int> lengths,
                                std::span<const AttentionWindows* const> windows, int first,
-                               int last) const {
+                               int last, const CacheHook* hook) const {
   if (first >= last) return;
-  const Pass pass(*this, lengths, windows, first, last);
+  const Pass pass(*this, lengths, windows, first, last, hook);
   for (int l = first; l < last; ++l) decoder_layer(l, x, pass);
   BOSCH_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
@@ -486,10 +463,7 @@ void Backend::run_layers_batch(std::span<Residual* const> xs, int first, int las
                                std::span<const AttentionWindows* const> windows) const {
   Impl& m = *impl_;
   const char* where = "cuda::Backend::run_layers";
-  if (first < 0 || first > last || last > m.num_layers)
-    throw invalid_argument("layer range [" + std::to_string(first) + ", " + std::to_string(last) +
-                               ") outside [0, " + std::to_string(m.num_layers) + "]",
-                           where);
+  frame::check_layer_range(first, last, m.num_layers, where);
   check_window_sets(windows, xs.size(), "streams", m.layout, where);
   // Empty streams (no tokens) have nothing to run; the others are stacked.
   std::vector<Residual*> live;
@@ -499,12 +473,7 @@ void Backend::run_layers_batch(std::span<Residual* const> xs, int first, int las
     Residual* x = xs[b];
     if (!x) throw invalid_argument("null residual stream", where);
     if (x->n_tokens() == 0) continue;
-    if (x->hidden() != m.hidden || x->device() != m.options.device || !x->data())
-      throw invalid_argument("residual stream must be [n, " + std::to_string(m.hidden) +
-                                 "] on device " + std::to_string(m.options.device) + ", got [" +
-                                 std::to_string(x->n_tokens()) + ", " + std::to_string(x->hidden()) +
-                                 "] on device " + std::to_string(x->device()),
-                             where);
+    m.check_residual(*x, where);
     live.push_back(x);
     live_windows.push_back(windows[windows.size() == 1 ? 0 : b]);
     lengths.push_back(x->n_tokens());
@@ -539,17 +508,11 @@ void Backend::run_layers_batch(std::span<Residual* const> xs, int first, int las
 
 std::vector<float> Backend::logits(const Residual& x, std::span<const int> positions) const {
   Impl& m = *impl_;
-  if (x.hidden() != m.hidden || x.device() != m.options.device)
-    throw invalid_argument("residual stream is not [n, " + std::to_string(m.hidden) +
-                               "] on device " + std::to_string(m.options.device),
-                           "cuda::Backend::logits");
+  const char* where = "cuda::Backend::logits";
+  m.check_residual(x, where);
+  frame::check_positions(positions, x.n_tokens(), where);
   std::vector<int> rows(positions.begin(), positions.end());
   if (rows.empty()) return {};
-  for (int p : rows)
-    if (p < 0 || p >= x.n_tokens())
-      throw invalid_argument("position " + std::to_string(p) + " outside [0, " +
-                                 std::to_string(x.n_tokens()) + ")",
-                             "cuda::Backend::logits");
   std::lock_guard lock(m.mutex);
   DeviceGuard guard(m.options.device);
   return m.logits_rows(x.data(), rows);
@@ -577,10 +540,7 @@ std::vector<std::vector<float>> Backend::forward_batch(
     std::span<const std::vector<int>> positions) const {
   Impl& m = *impl_;
   const char* where = "cuda::Backend::forward";
-  if (positions.size() != sequences.size())
-    throw invalid_argument(std::to_string(positions.size()) + " position lists for " +
-                               std::to_string(sequences.size()) + " sequences",
-                           where);
+  frame::check_position_lists(positions.size(), sequences.size(), where);
   check_window_sets(windows, sequences.size(), "sequences", m.layout, where);
   if (sequences.empty()) return {};
   // Empty sequences (no tokens, hence no positions) are left out of the stack.
@@ -590,13 +550,8 @@ std::vector<std::vector<float>> Backend::forward_batch(
     m.check_tokens(sequences[b], where);
     const int start = static_cast<int>(tokens.size());
     const int len = static_cast<int>(sequences[b].size());
-    for (int p : positions[b]) {
-      if (p < 0 || p >= len)
-        throw invalid_argument("position " + std::to_string(p) + " outside [0, " +
-                                   std::to_string(len) + ") in sequence " + std::to_string(b),
-                               where);
-      rows.push_back(start + p);
-    }
+    frame::check_positions(positions[b], len, where, static_cast<int>(b));
+    for (int p : positions[b]) rows.push_back(start + p);
     if (len == 0) continue;
     tokens.insert(tokens.end(), sequences[b].begin(), sequences[b].end());
     lengths.push_back(len);
@@ -623,20 +578,7 @@ std::vector<std::vector<float>> Backend::forward_batch(
 }
 
 double Backend::flops(int n, int logit_rows, const AttentionWindows& windows) const {
-  const Impl& m = *impl_;
-  windows.check(m.layout, "cuda::Backend::flops");
-  const double per_token_layer = 2.0 * (static_cast<double>(m.hidden) * m.qkv_dim +
-                                        static_cast<double>(m.hq) * m.d * m.hidden +
-                                        3.0 * static_cast<double>(m.hidden) * m.inter);
-  double total = per_token_layer * m.num_layers * n +
-                 2.0 * static_cast<double>(m.hidden) * m.vocab * logit_rows;
-  const double full = detail::visible_pairs(n, 0, 0);
-  const double swa = windows.mask.count() ? detail::visible_pairs(n, windows.window, windows.sinks) : 0;
-  const int group = m.hq / m.hkv;
-  for (int l = 0; l < m.num_layers; ++l)
-    for (int g = 0; g < m.hkv; ++g)
-      total += 4.0 * m.d * group * (windows.is_swa(l, g) ? swa : full);
-  return total;
+  return frame::forward_flops(config(), n, logit_rows, windows);
 }
 
 }  // namespace bosch::cuda

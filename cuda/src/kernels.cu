@@ -39,11 +39,11 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const int* __restri
   for (int c = threadIdx.x; c < cols; c += blockDim.x) o[c] = from_float<T>(xr[c] * inv * gain[c]);
 }
 
-__global__ void rope_table_kernel(const double* __restrict__ inv_freq, int half, int positions,
+__global__ void rope_table_kernel(const double* __restrict__ inv_freq, int half, int first, int positions,
                                   float* __restrict__ cos_table, float* __restrict__ sin_table) {
   const std::size_t idx = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<std::size_t>(positions) * half) return;
-  const int p = static_cast<int>(idx / half);
+  const int p = first + static_cast<int>(idx / half);
   const int i = static_cast<int>(idx % half);
   double s, c;
   sincos(static_cast<double>(p) * inv_freq[i], &s, &c);
@@ -156,11 +156,11 @@ void launch_rms_norm(const float* x, const int* rows, int n, int cols, const flo
   BOSCH_CUDA_CHECK_LAUNCH("rms_norm_kernel");
 }
 
-void launch_rope_table(const double* inv_freq, int half, int positions, float* cos_table,
+void launch_rope_table(const double* inv_freq, int half, int first, int positions, float* cos_table,
                        float* sin_table, cudaStream_t stream) {
   const std::size_t total = static_cast<std::size_t>(positions) * half;
   if (total == 0) return;
-  rope_table_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(inv_freq, half, positions,
+  rope_table_kernel<<<blocks_for(total, 256), 256, 0, stream>>>(inv_freq, half, first, positions,
                                                                 cos_table, sin_table);
   BOSCH_CUDA_CHECK_LAUNCH("rope_table_kernel");
 }

@@ -30,8 +30,9 @@ void launch_embed(const void* table, Elem elem, const int* tokens, int n, int hi
 void launch_rms_norm(const float* x, const int* rows, int n, int cols, const float* gain,
                      float eps, void* out, Elem elem, cudaStream_t stream);
 
-/// cos/sin tables [positions, half] (fp32) of p * inv_freq[i], computed in double.
-void launch_rope_table(const double* inv_freq, int half, int positions, float* cos_table,
+/// cos/sin tables [positions, half] (fp32): row r holds (first + r) * inv_freq[i],
+/// computed in double (so a position's row is the same in every table).
+void launch_rope_table(const double* inv_freq, int half, int first, int positions, float* cos_table,
                        float* sin_table, cudaStream_t stream);
 
 /// Post-processing of the fused QKV projection, per token t and head:
@@ -70,6 +71,16 @@ void launch_qkv_post(const QkvPostArgs& args, cudaStream_t stream);
 void launch_swiglu(const float* gate_up, int n, int inter, void* out, Elem elem,
                    cudaStream_t stream);
 
+/// dst[p, :] = src[rows[p], :] for p in [0, n): 16-bit rows of `cols` values
+/// (the rows routed to the experts, grouped by expert).
+void launch_gather_rows(const void* src, const int* rows, int n, int cols, void* dst, cudaStream_t stream);
+
+/// x[r, :] += sum_j weight[r k + j] * out[position[r k + j], :] for r in
+/// [0, n), j in [0, k) in that order (fp32): the weighted sum of a token's
+/// expert outputs (out [*, cols], grouped by expert) added to the residual.
+void launch_moe_combine(const float* out, const int* position, const float* weight, int n, int k, int cols,
+                        float* x, cudaStream_t stream);
+
 /// One work item of the attention kernel: query rows [q0, q1) of sequence `seq`.
 struct AttentionTile {
   int seq;
@@ -105,6 +116,57 @@ struct AttentionArgs {
   bool tensor_core = true;
 };
 void launch_attention(const AttentionArgs& args, cudaStream_t stream);
+
+/// The hybrid KV cache of one sequence on the device (model/kv_layout.hpp,
+/// model/kv_slots.hpp): K and V half buffers of [total rows, head_dim]; KV
+/// head g of layer l owns the rows from offsets[l * num_kv_heads + g] and
+/// has window windows[l * num_kv_heads + g] (0 = full); position j sits at
+/// row offset + kv::slot(window > 0, window, sinks, j).
+struct KvCacheArgs {
+  void* k = nullptr;
+  void* v = nullptr;
+  const long long* offsets = nullptr;  ///< device, [layers * num_kv_heads]
+  const int* windows = nullptr;        ///< device, [layers * num_kv_heads]
+  int sinks = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  Elem elem = Elem::bf16;
+};
+
+/// Stores `rows` rows of k and v (half [rows, Hkv, d], row r = position
+/// start + r) into layer `layer` of the cache: each KV head the positions
+/// kv::stored(swa, window, sinks, j, first_reader) keeps, at their slots.
+/// Positions a head keeps never share a slot within one call (checked by the
+/// caller's first_reader: prefill n, decode step its own position).
+void launch_kv_write(const KvCacheArgs& cache, int layer, const void* k, const void* v, int rows, int start,
+                     int first_reader, cudaStream_t stream);
+
+/// Keys per block of the decode-attention kernel (the split of the key range).
+int decode_chunk_keys();
+
+/// Attention of one query row at position `position` (q half [Hq, d],
+/// unscaled) against layer `layer` of the cache: query head h reads KV head
+/// h / (Hq / Hkv), the keys kv::reads gives (a full head every position
+/// [0, position] in order, an SWA head its sinks then its ring), scores
+/// scaled by `scale`, softmax in fp32 (P not rounded). The keys of a head are
+/// split into chunks of decode_chunk_keys(); block (h, c) writes the running
+/// max, sum and unnormalized output of chunk c to `partial` (fp32 [Hq,
+/// chunks, d + 2]), and a second kernel combines the chunks of each head in
+/// order into out (half [Hq, d]). `chunks` must cover the longest head's
+/// keys (ceil(count / decode_chunk_keys())). Fixed order throughout:
+/// deterministic.
+struct DecodeAttentionArgs {
+  KvCacheArgs cache;
+  int layer = 0;
+  const void* q = nullptr;
+  void* out = nullptr;
+  int num_q_heads = 0;
+  int position = 0;
+  int chunks = 1;
+  float* partial = nullptr;
+  float scale = 1.0f;
+};
+void launch_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream);
 
 /// True when the tensor-core kernel supports head_dim (64 or 128).
 bool tensor_core_head_dim(int head_dim);

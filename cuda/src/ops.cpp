@@ -8,6 +8,7 @@
 
 #include <bosch/cpu/rope.hpp>
 #include <bosch/cuda/ops.hpp>
+#include <bosch/model/kv_slots.hpp>
 
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_real_distribution.hpp>
@@ -193,7 +194,7 @@ std::vector<float> head_transform(std::span<const float> x, int n, const HeadTra
   DeviceBuffer dcos(table * sizeof(float), "RoPE cos");
   DeviceBuffer dsin(table * sizeof(float), "RoPE sin");
   if (t.rope)
-    detail::launch_rope_table(df.get<double>(), half, max_pos + 1, dcos.get<float>(),
+    detail::launch_rope_table(df.get<double>(), half, 0, max_pos + 1, dcos.get<float>(),
                               dsin.get<float>(), nullptr);
   DeviceBuffer out(x.size() * sizeof(std::uint16_t), "output");
   detail::QkvPostArgs a;
@@ -251,6 +252,89 @@ std::vector<float> attention(std::span<const float> q, std::span<const float> k,
   dev.args.out = out.get();
   detail::launch_attention(dev.args, nullptr);
   return download_half(out, qn, options.dtype);
+}
+
+DecodeResult decode_attention(std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                              const DecodeProblem& p, const Options& options) {
+  const char* where = "cuda::ops::DecodeProblem";
+  require(p.num_q_heads > 0 && p.num_kv_heads > 0 && p.num_q_heads % p.num_kv_heads == 0,
+          "query heads must be a positive multiple of KV heads", where);
+  require(p.head_dim >= 1 && p.head_dim <= detail::simple_max_head_dim(), "head_dim must be in [1, 256]", where);
+  require(p.position >= 0 && p.prefill >= 1 && p.prefill <= p.position + 1,
+          "position must be >= 0 and prefill in [1, position + 1]", where);
+  require(p.windows.empty() || p.windows.size() == static_cast<std::size_t>(p.num_kv_heads),
+          "windows must hold one value per KV head", where);
+  require(p.sinks >= 0, "sinks must be >= 0", where);
+  const int hkv = p.num_kv_heads, d = p.head_dim, n = p.position + 1;
+  const std::size_t kn = static_cast<std::size_t>(n) * hkv * d;
+  require(q.size() == static_cast<std::size_t>(p.num_q_heads) * d && k.size() == kn && v.size() == kn,
+          "q must be [Hq, d], k and v [position + 1, Hkv, d]", "cuda::ops::decode_attention");
+  // The layout of one layer: per KV head its window and rows, packed.
+  std::vector<int> windows(static_cast<std::size_t>(hkv), 0);
+  std::vector<long long> offsets(static_cast<std::size_t>(hkv));
+  std::vector<long long> rows(static_cast<std::size_t>(hkv));
+  long long total = 0;
+  for (int g = 0; g < hkv; ++g) {
+    const int w = p.windows.empty() ? 0 : p.windows[static_cast<std::size_t>(g)];
+    require(w >= 0, "window must be >= 0 (0 = full)", where);
+    windows[static_cast<std::size_t>(g)] = w;
+    offsets[static_cast<std::size_t>(g)] = total;
+    rows[static_cast<std::size_t>(g)] = kv::rows(w > 0, w, p.sinks, n);
+    total += rows[static_cast<std::size_t>(g)];
+  }
+  require_device(options.device);
+  DeviceGuard guard(options.device);
+  const std::size_t cache_values = static_cast<std::size_t>(total) * d;
+  DeviceBuffer ck(cache_values * sizeof(std::uint16_t), "cache keys");
+  DeviceBuffer cv(cache_values * sizeof(std::uint16_t), "cache values");
+  BOSCH_CUDA_CHECK(cudaMemset(ck.get(), 0xff, ck.bytes()));  // NaN: unwritten slots show up
+  BOSCH_CUDA_CHECK(cudaMemset(cv.get(), 0xff, cv.bytes()));
+  DeviceBuffer doff = upload<long long>(offsets, "cache offsets");
+  DeviceBuffer dwin = upload<int>(windows, "cache windows");
+  DeviceBuffer dq = upload_half(q, options.dtype, "q");
+  DeviceBuffer dk = upload_half(k, options.dtype, "k");
+  DeviceBuffer dv = upload_half(v, options.dtype, "v");
+  detail::KvCacheArgs cache;
+  cache.k = ck.get();
+  cache.v = cv.get();
+  cache.offsets = doff.get<const long long>();
+  cache.windows = dwin.get<const int>();
+  cache.sinks = p.sinks;
+  cache.num_kv_heads = hkv;
+  cache.head_dim = d;
+  cache.elem = detail::elem_of(options.dtype);
+  // Writes as the backend issues them: one prefill of [0, prefill), then one
+  // decode step per position.
+  detail::launch_kv_write(cache, 0, dk.get(), dv.get(), p.prefill, 0, p.prefill, nullptr);
+  const std::size_t row = static_cast<std::size_t>(hkv) * d;
+  for (int j = p.prefill; j < n; ++j)
+    detail::launch_kv_write(cache, 0, static_cast<const std::uint16_t*>(dk.get()) + j * row,
+                            static_cast<const std::uint16_t*>(dv.get()) + j * row, 1, j, j, nullptr);
+  detail::DecodeAttentionArgs a;
+  a.cache = cache;
+  a.layer = 0;
+  a.q = dq.get();
+  a.num_q_heads = p.num_q_heads;
+  a.position = p.position;
+  a.chunks = detail::decode_chunks(windows, p.sinks, p.position);
+  DeviceBuffer partial(static_cast<std::size_t>(p.num_q_heads) * a.chunks * (d + 2) * sizeof(float),
+                       "partial results");
+  DeviceBuffer out(static_cast<std::size_t>(p.num_q_heads) * d * sizeof(std::uint16_t), "output");
+  a.partial = partial.get<float>();
+  a.out = out.get();
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  detail::launch_decode_attention(a, nullptr);
+  DecodeResult r;
+  r.out = download_half(out, static_cast<std::size_t>(p.num_q_heads) * d, options.dtype);
+  const std::vector<float> all_k = download_half(ck, cache_values, options.dtype);
+  const std::vector<float> all_v = download_half(cv, cache_values, options.dtype);
+  for (int g = 0; g < hkv; ++g) {
+    const auto from = static_cast<std::ptrdiff_t>(offsets[static_cast<std::size_t>(g)] * d);
+    const auto count = static_cast<std::ptrdiff_t>(rows[static_cast<std::size_t>(g)] * d);
+    r.keys.emplace_back(all_k.begin() + from, all_k.begin() + from + count);
+    r.values.emplace_back(all_v.begin() + from, all_v.begin() + from + count);
+  }
+  return r;
 }
 
 struct AttentionBench::Impl {

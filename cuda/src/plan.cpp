@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "plan.hpp"
 
+#include <bosch/model/kv_slots.hpp>
+
 #include <algorithm>
 #include <string>
 
@@ -57,18 +59,10 @@ Plan make_plan(std::span<const int> lengths, int query_tile) {
   return p;
 }
 
-long long visible_keys(int i, int window, int sinks) {
-  if (window <= 0) return static_cast<long long>(i) + 1;
-  const long long in_window = std::min(i + 1, window);
-  const long long lo = std::max(0, i - window + 1);  // first window key
-  const long long sink = std::min<long long>(sinks, lo);
-  return in_window + sink;
-}
-
-double visible_pairs(int n, int window, int sinks) {
-  double total = 0;
-  for (int i = 0; i < n; ++i) total += static_cast<double>(visible_keys(i, window, sinks));
-  return total;
+int decode_chunks(std::span<const int> head_windows, int sinks, int position) {
+  int longest = 1;
+  for (int w : head_windows) longest = std::max(longest, kv::reads(w > 0, w, sinks, position).count());
+  return (longest + decode_chunk_keys() - 1) / decode_chunk_keys();
 }
 
 }  // namespace bosch::cuda::detail

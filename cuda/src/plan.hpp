@@ -7,6 +7,7 @@
 #include "kernels.hpp"
 
 #include <bosch/cuda/backend.hpp>
+#include <bosch/eval/backend_frame.hpp>
 
 #include <span>
 #include <vector>
@@ -28,10 +29,16 @@ struct Plan {
 /// Plans `lengths` (each >= 1) in tiles of `query_tile` rows.
 Plan make_plan(std::span<const int> lengths, int query_tile);
 
-/// Number of keys query i sees under (window, sinks) (window 0 = full).
-long long visible_keys(int i, int window, int sinks);
-/// Sum of visible_keys over i in [0, n).
-double visible_pairs(int n, int window, int sinks);
+/// Keys query i sees and their sum over [0, n), window 0 = full: the FLOP
+/// model's counts, shared with the CPU backend (eval/backend_frame.hpp).
+using frame::visible_keys;
+using frame::visible_pairs;
+
+/// Key chunks (blocks per query head) of the decode-attention kernel for a
+/// query at `position`: enough decode_chunk_keys()-key chunks for the head
+/// that reads the most keys (kv::reads) among `head_windows` (one per KV
+/// head of every layer, 0 = full) with `sinks` sinks; at least 1.
+int decode_chunks(std::span<const int> head_windows, int sinks, int position);
 
 inline Elem elem_of(DType t) { return t == DType::bf16 ? Elem::bf16 : Elem::fp16; }
 

@@ -218,7 +218,7 @@ struct EarlyStop {
   /// reserved for the final mask.
   std::size_t max_evaluations = 0;
 
-  bool on_evaluation(const SearchView& v, const EvaluationRecord& r) {
+  bool on_evaluation(const SearchView& v, const EvaluationRecord&) {
     if (v.best_mask && since_best_ != static_cast<std::size_t>(-1)) ++since_best_;
     if (max_evaluations > 0 && v.evaluations >= max_evaluations) return true;
     if (max_seconds > 0 && v.elapsed_seconds >= max_seconds) return true;

@@ -183,6 +183,19 @@ nlohmann::json python_to_json(nb::handle obj, const char* what) {
   return nlohmann::json::parse(text);
 }
 
+void wrong_type(std::string_view field, const char* expected, nb::handle got) {
+  throw nb::type_error(
+      (std::string(field) + ": expected " + expected + ", got " + nb::type_name(got.type()).c_str()).c_str());
+}
+
+bool bool_from(nb::handle h, std::string_view field) {
+  if (PyBool_Check(h.ptr())) return h.ptr() == Py_True;
+  if (nb::hasattr(h, "dtype") && nb::cast<std::string>(h.attr("dtype").attr("kind")) == "b" &&
+      nb::cast<std::size_t>(h.attr("ndim")) == 0)
+    return nb::cast<bool>(nb::bool_(h));
+  wrong_type(field, "a bool", h);
+}
+
 std::string path_from(nb::handle obj, const char* what) {
   nb::object p;
   try {

@@ -20,9 +20,12 @@
 #include <nanobind/stl/vector.h>
 #include <nlohmann/json.hpp>
 
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace nb = nanobind;
@@ -57,6 +60,39 @@ nlohmann::json python_to_json(nb::handle obj, const char* what);
 
 /// A path from str or os.PathLike.
 std::string path_from(nb::handle obj, const char* what = "path");
+
+/// Raises TypeError "FIELD: expected EXPECTED, got TYPE".
+[[noreturn]] void wrong_type(std::string_view field, const char* expected, nb::handle got);
+
+/// A bool from a Python bool or a NumPy bool scalar (TypeError naming `field`
+/// otherwise: 1 and "yes" are not booleans).
+bool bool_from(nb::handle h, std::string_view field);
+
+/// An integer of type T from an int or NumPy integer (not a bool or float:
+/// TypeError naming `field`); bosch.InvalidArgument naming `field` when it
+/// does not fit T.
+template <class T>
+T integer_from(nb::handle h, std::string_view field) {
+  if (PyBool_Check(h.ptr()) || PyFloat_Check(h.ptr())) wrong_type(field, "an int", h);
+  PyObject* index = PyNumber_Index(h.ptr());  // int, numpy integers
+  if (!index) {
+    PyErr_Clear();
+    wrong_type(field, "an int", h);
+  }
+  nb::object i = nb::steal(index);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow == 0 && std::in_range<T>(v)) return static_cast<T>(v);
+  if (overflow > 0) {
+    const unsigned long long u = PyLong_AsUnsignedLongLong(i.ptr());
+    if (!PyErr_Occurred() && std::in_range<T>(u)) return static_cast<T>(u);
+    PyErr_Clear();
+  }
+  throw invalid_argument("must lie in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+                             std::to_string(std::numeric_limits<T>::max()) + "], got " +
+                             nb::cast<std::string>(nb::repr(h)),
+                         std::string(field));
+}
 
 /// Registers bosch.Error (RuntimeError), bosch.InvalidArgument (Error,
 /// ValueError), bosch.FormatError (Error, ValueError), bosch.FileError (Error,

@@ -154,7 +154,8 @@ void write_mask(nb::handle path_obj, nb::handle mask_obj, nb::handle layout_obj,
   if (nb::isinstance<PyResult>(mask_obj)) {
     const auto& r = nb::cast<const PyResult&>(mask_obj);
     mask = r.result.mask;
-    meta = search_metadata(r.options, r.result);
+    // A TransformerEvaluator's result carries what `bosch select` records.
+    meta = r.metadata ? *r.metadata : search_metadata(r.options, r.result);
   } else if (nb::isinstance<PyMaskFile>(mask_obj)) {
     const auto& f = nb::cast<const PyMaskFile&>(mask_obj);
     mask = f.mask;
@@ -312,7 +313,9 @@ void bind_masks(nb::module_& m) {
         "context length). 'hf', 'gguf' and 'layers' take layer masks only. Exports take\n"
         "`window` and `sinks` from the arguments, else the metadata (e.g. a MaskFile's).\n"
         "`mask` is a bool array (layers, kv_heads) (its query heads from `layout`, default the\n"
-        "KV heads), a bosch.Result (its metadata() is written, updated with `metadata`) or a\n"
+        "KV heads), a bosch.Result (its metadata() is written, updated with `metadata`; a result\n"
+        "of bosch.select with a bosch.TransformerEvaluator carries the metadata `bosch select`\n"
+        "writes: model, tasks, windows, warm starts, cost) or a\n"
         "MaskFile. Only JSON keeps metadata. With `model`, the mask must have its layout.");
   m.def(
       "to_grid", [](nb::handle mask) { return to_grid(mask_from(mask, std::nullopt)); }, "mask"_a,

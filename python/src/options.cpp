@@ -19,12 +19,6 @@ namespace bosch::python {
 
 namespace {
 
-[[noreturn]] void wrong_type(std::string_view field, const char* expected, nb::handle got) {
-  throw nb::type_error((std::string(field) + ": expected " + expected + ", got " +
-                        nb::type_name(got.type()).c_str())
-                           .c_str());
-}
-
 std::string repr_of(nb::handle h) { return nb::cast<std::string>(nb::repr(h)); }
 
 /// The conversion of one option type. A field of a type without a
@@ -42,39 +36,14 @@ template <>
 struct option_traits<bool> {
   static std::string py_type() { return "bool"; }
   static nb::object to_py(bool v) { return nb::bool_(v); }
-  static bool from_py(nb::handle h, std::string_view field) {
-    if (PyBool_Check(h.ptr())) return h.ptr() == Py_True;
-    if (nb::hasattr(h, "dtype") && nb::cast<std::string>(h.attr("dtype").attr("kind")) == "b" &&
-        nb::cast<std::size_t>(h.attr("ndim")) == 0)
-      return nb::cast<bool>(nb::bool_(h));
-    wrong_type(field, "a bool", h);
-  }
+  static bool from_py(nb::handle h, std::string_view field) { return bool_from(h, field); }
 };
 
 template <class T>
 struct option_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
   static std::string py_type() { return "int"; }
   static nb::object to_py(T v) { return nb::int_(v); }
-  static T from_py(nb::handle h, std::string_view field) {
-    if (PyBool_Check(h.ptr()) || PyFloat_Check(h.ptr())) wrong_type(field, "an int", h);
-    PyObject* index = PyNumber_Index(h.ptr());  // int, numpy integers
-    if (!index) {
-      PyErr_Clear();
-      wrong_type(field, "an int", h);
-    }
-    nb::object i = nb::steal(index);
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-    if (overflow == 0 && std::in_range<T>(v)) return static_cast<T>(v);
-    if (overflow > 0) {
-      const unsigned long long u = PyLong_AsUnsignedLongLong(i.ptr());
-      if (!PyErr_Occurred() && std::in_range<T>(u)) return static_cast<T>(u);
-      PyErr_Clear();
-    }
-    throw invalid_argument("must lie in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
-                               std::to_string(std::numeric_limits<T>::max()) + "], got " + repr_of(h),
-                           std::string(field));
-  }
+  static T from_py(nb::handle h, std::string_view field) { return integer_from<T>(h, field); }
 };
 
 template <>

@@ -9,6 +9,7 @@
 #include "transformer.hpp"
 
 #include <bosch/io/search_metadata.hpp>
+#include <bosch/run/selection.hpp>
 
 #include <array>
 #include <cmath>
@@ -37,6 +38,7 @@ Hub::Hub(SearchState& state, const SearchSetup& setup, bool check_signals)
   if (setup.checkpoint)
     checkpoint_.emplace(*setup.checkpoint, setup.checkpoint_every,
                         setup.resume ? Checkpoint::resume : Checkpoint::start);
+  if (setup.log) log_writer_.emplace(*setup.log, setup.checkpoint_every);
   static const char* names[hook_count] = {"begin_search", "end_search",    "begin_stage",
                                           "end_stage",    "on_evaluation", "on_improvement"};
   for (nb::handle c : setup.callbacks) {
@@ -103,13 +105,14 @@ bool Hub::begin_search(const SearchView& v) {
 
 void Hub::end_search(const SearchView& v, const Result& r) {
   if (checkpoint_) checkpoint_->end_search(v, r);
+  if (log_writer_) log_writer_->end_search(v, r);
   dispatch(
       h_end_search,
       [&](auto& c) {
         detail::call_end_search(c, v, r);
         return false;
       },
-      [&](nb::handle f) { return f(PyView(v), PyResult{r, *v.options}); });
+      [&](nb::handle f) { return f(PyView(v), PyResult{r, *v.options, std::nullopt}); });
 }
 
 bool Hub::begin_stage(const SearchView& v, Stage s) {
@@ -130,6 +133,7 @@ bool Hub::on_evaluation(const SearchView& v, const EvaluationRecord& r) {
     checkpoint_->on_evaluation(v, r);
     log_.push_back(r);
   }
+  if (log_writer_) log_writer_->on_evaluation(v, r);
   bool stop = dispatch(
       h_on_evaluation, [&](auto& c) { return detail::call_on_evaluation(c, v, r); },
       [&](nb::handle f) { return f(PyView(v), r); });
@@ -166,7 +170,7 @@ void add_note(nb::python_error& e, const std::string& note) {
   }
 }
 
-nb::object finish_select(SearchSetup& setup, SearchState& state, Hub& hub, std::optional<Result>& result,
+nb::object finish_select(SearchSetup& setup, SearchState& state, Hub& hub, std::optional<PyResult>& result,
                          std::exception_ptr failure, bool saved) {
   const std::string where =
       !setup.checkpoint ? std::string()
@@ -182,7 +186,7 @@ nb::object finish_select(SearchSetup& setup, SearchState& state, Hub& hub, std::
     }
     std::rethrow_exception(failure);
   }
-  nb::object out = nb::cast(PyResult{std::move(*result), setup.options});
+  nb::object out = nb::cast(std::move(*result));
   if (state.interrupt) {
     nb::python_error e = std::move(*state.interrupt);
     state.interrupt.reset();
@@ -345,6 +349,10 @@ SearchSetup parse_setup(nb::handle ratio, nb::dict& kw) {
     setup.checkpoint_every = static_cast<std::size_t>(n);
   }
   if (nb::object r = pop(kw, "resume"); r.is_valid()) setup.resume = nb::cast<bool>(nb::bool_(r));
+  if (nb::object l = pop(kw, "log"); l.is_valid() && !l.is_none()) {
+    setup.log = path_from(l, "log");
+    io::check_output_file(*setup.log, "log");
+  }
   bool fresh = false;
   if (nb::object f = pop(kw, "fresh"); f.is_valid()) fresh = nb::cast<bool>(nb::bool_(f));
   if (setup.resume && !setup.checkpoint)
@@ -357,7 +365,7 @@ SearchSetup parse_setup(nb::handle ratio, nb::dict& kw) {
     if (!setup.resume)
       refuse_or_discard_checkpoint(*setup.checkpoint, fresh,
                                    "pass resume=True to continue it or fresh=True to discard it and start over",
-                                   "checkpoint");
+                                   "checkpoint", {identity_path(*setup.checkpoint)});
   }
   if (!ratio.is_none()) {
     if (kw.contains("target_ratio"))
@@ -460,7 +468,7 @@ nb::object select_weighted(nb::handle weights, nb::handle ratio, nb::kwargs kwar
     nb::gil_scoped_release release;
     r = bosch::select(e, setup.options);
   }
-  return nb::cast(PyResult{std::move(r), setup.options});
+  return nb::cast(PyResult{std::move(r), setup.options, std::nullopt});
 }
 
 }  // namespace
@@ -652,7 +660,7 @@ void bind_search(nb::module_& m) {
       "evaluate_batch: collections.abc.Callable[..., numpy.typing.ArrayLike] | None = None, "
       "options: Options | None = None, callbacks: collections.abc.Sequence[object] = (), "
       "checkpoint: str | os.PathLike[str] | None = None, checkpoint_every: int = 1, "
-      "resume: bool = False, fresh: bool = False, " +
+      "resume: bool = False, fresh: bool = False, log: str | os.PathLike[str] | None = None, " +
       options_signature() + ") -> Result";
   static const std::string select_doc =
       "Selects which KV heads become sliding-window (SWA) heads with BOSCH (the C++ search).\n\n"
@@ -676,7 +684,11 @@ void bind_search(nb::module_& m) {
       "    at the end), at the end, and when an exception stops the search (with every\n"
       "    evaluation that finished). resume=True replays it (same layout, seed and options)\n"
       "    and continues to the same result as an uninterrupted run. A checkpoint already at\n"
-      "    the path is an error unless resume=True or fresh=True (which discards it).\n\n"
+      "    the path is an error unless resume=True or fresh=True (which discards it). With a\n"
+      "    bosch.TransformerEvaluator the run's identity (model, tasks, windows) is kept beside\n"
+      "    it (PATH.run.json) and a resume with other settings is refused, as `bosch select`.\n"
+      "log: a JSON-lines evaluation log (one object per evaluation: index, stage, score, swa,\n"
+      "    seconds, mask), as `bosch select --log` writes it.\n\n"
       "Exceptions raised by evaluate or a callback propagate with their traceback. Ctrl-C\n"
       "stops the search after the current evaluation, writes the checkpoint and raises\n"
       "KeyboardInterrupt (its bosch_result attribute holds the result so far). The GIL is\n"

@@ -19,6 +19,7 @@
 #include "convert.hpp"
 
 #include <bosch/io/checkpoint.hpp>
+#include <bosch/io/evaluation_log.hpp>
 
 #include <cstddef>
 #include <exception>
@@ -30,10 +31,13 @@
 
 namespace bosch::python {
 
-/// What bosch.select returns: the C++ result and the options it ran with.
+/// What bosch.select returns: the C++ result and the options it ran with;
+/// with a bosch.TransformerEvaluator also the metadata a mask file records
+/// (bosch::select_heads), which bosch.write_mask then writes.
 struct PyResult {
   Result result;
   Options options;
+  std::optional<nlohmann::json> metadata;
 };
 
 /// State shared by the adapters and callbacks of one select() call. Touched
@@ -82,6 +86,7 @@ struct SearchSetup {
   std::optional<std::string> checkpoint;  ///< checkpoint file
   std::size_t checkpoint_every = 1;
   bool resume = false;
+  std::optional<std::string> log;         ///< JSON-lines evaluation log (io/evaluation_log.hpp)
 };
 
 /// The one callback select() gets: the checkpoint first, then every callback
@@ -122,6 +127,7 @@ class Hub {
 
   SearchState& state_;
   std::optional<Checkpoint> checkpoint_;
+  std::optional<EvaluationLogWriter> log_writer_;
   std::vector<Item> items_;
   bool check_signals_;
   std::vector<EvaluationRecord> log_;  // a copy, kept when checkpointing (save_after_error)
@@ -159,12 +165,12 @@ void bind_search(nb::module_& m);
 
 // ---- implementation of the template ------------------------------------------------------
 
-nb::object finish_select(SearchSetup& setup, SearchState& state, Hub& hub, std::optional<Result>& result,
+nb::object finish_select(SearchSetup& setup, SearchState& state, Hub& hub, std::optional<PyResult>& result,
                          std::exception_ptr failure, bool saved);
 
 template <class E>
 nb::object run_select(E& evaluator, SearchSetup& setup, SearchState& state, bool check_signals) {
-  std::optional<Result> result;
+  std::optional<PyResult> result;
   std::exception_ptr failure;
   bool saved = false;
   {
@@ -172,7 +178,7 @@ nb::object run_select(E& evaluator, SearchSetup& setup, SearchState& state, bool
     {
       nb::gil_scoped_release release;
       try {
-        result = bosch::select(evaluator, setup.options, hub);
+        result = PyResult{bosch::select(evaluator, setup.options, hub), setup.options, std::nullopt};
       } catch (...) {
         failure = std::current_exception();
       }

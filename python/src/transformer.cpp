@@ -3,71 +3,17 @@
 
 #include "transformer.hpp"
 
-#include <bosch/cpu/backend.hpp>
 #include <bosch/eval/compare.hpp>
-#include <bosch/io/search_metadata.hpp>
-#include <bosch/model/loader.hpp>
-#include <bosch/tasks/generate.hpp>
-#ifdef BOSCH_HAVE_CUDA
-#include <bosch/cuda/backend.hpp>
-#endif
+#include <bosch/run/selection.hpp>
 
-#include <mutex>
-#include <optional>
+#include <filesystem>
+#include <limits>
+#include <type_traits>
+#include <utility>
 
 using namespace nb::literals;
 
 namespace bosch::python {
-
-struct PyTransformerEvaluator::Impl {
-  virtual ~Impl() = default;
-  virtual double evaluate(const HeadMask& mask) = 0;
-  virtual std::vector<double> evaluate_batch(std::span<const HeadMask> masks) = 0;
-  virtual nb::object select(SearchSetup& setup) = 0;
-  virtual HeldOutReport held_out(const model::Model& model, const tasks::TaskSet& tasks, const HeadMask& mask,
-                                 const ReportOptions& options) = 0;  // caller holds mutex
-  virtual TransformerEvaluatorStats stats() const = 0;
-  virtual std::size_t samples() const = 0;
-  std::mutex mutex;  // one search or evaluation at a time (the residual cache is not thread-safe)
-  std::optional<tasks::TaskSet> held_out_tasks;  // generated on first use
-};
-
-namespace {
-
-template <class B>
-struct BackendImpl final : PyTransformerEvaluator::Impl {
-  template <class BO>
-  BackendImpl(const model::Model& model, const BO& backend_options, tasks::TaskSet calibration,
-              const TransformerEvaluatorOptions& options)
-      : backend(model, backend_options), evaluator(backend, std::move(calibration), options) {}
-
-  double evaluate(const HeadMask& mask) override {
-    std::lock_guard lock(mutex);
-    return evaluator.evaluate(mask);
-  }
-  std::vector<double> evaluate_batch(std::span<const HeadMask> masks) override {
-    std::lock_guard lock(mutex);
-    return evaluator.evaluate_batch(masks);
-  }
-  nb::object select(SearchSetup& setup) override {
-    std::unique_lock lock(mutex, std::try_to_lock);
-    if (!lock.owns_lock())
-      throw invalid_argument("this TransformerEvaluator is already in use by another thread", "select");
-    SearchState state;
-    return run_select(evaluator, setup, state, true);
-  }
-  HeldOutReport held_out(const model::Model& model, const tasks::TaskSet& tasks, const HeadMask& mask,
-                         const ReportOptions& options) override {
-    return evaluate_held_out(backend, model.tokenizer, tasks, evaluator.windows(mask), options);
-  }
-  TransformerEvaluatorStats stats() const override { return evaluator.stats(); }
-  std::size_t samples() const override { return evaluator.tasks().samples.size(); }
-
-  B backend;
-  TransformerEvaluator<B> evaluator;
-};
-
-}  // namespace
 
 bool has_cuda() {
 #ifdef BOSCH_HAVE_CUDA
@@ -77,141 +23,238 @@ bool has_cuda() {
 #endif
 }
 
-PyTransformerEvaluator::PyTransformerEvaluator(const std::string& model_path, const TaskSuiteOptions& suite,
-                                               const TransformerEvaluatorOptions& options,
-                                               const std::string& device, int threads, int gpu)
-    : suite_(suite), options_(options), device_(device) {
-  validate(suite_);
-  if (options_.window < 1)
-    throw invalid_argument("must be at least 1 token, got " + std::to_string(options_.window), "window");
-  if (options_.sinks < 0)
-    throw invalid_argument("must be at least 0, got " + std::to_string(options_.sinks), "sinks");
-  if (threads < 0) throw invalid_argument("must be >= 0 (0 = all), got " + std::to_string(threads), "threads");
-  if (gpu < 0) throw invalid_argument("must be >= 0, got " + std::to_string(gpu), "gpu");
-  if (device != "cpu" && device != "cuda")
-    throw invalid_argument("unknown device '" + device + "' (expected cpu or cuda)", "device");
-  if (device == "cuda" && !has_cuda())
-    throw invalid_argument(
-        "this build of the bosch package has no CUDA backend (build it where nvcc is found, with "
-        "BOSCH_WITH_CUDA=ON)",
-        "device");
-  model_ = model::load(model_path);
-  tasks::TaskSet calibration = make_task_suite(suite_, model_.tokenizer, false).calibration;
-  if (device == "cpu") {
-    cpu::Options co;
-    co.threads = threads;
-    impl_ = std::make_unique<BackendImpl<cpu::Backend>>(model_, co, std::move(calibration), options_);
-  } else {
-#ifdef BOSCH_HAVE_CUDA
-    cuda::Options co;
-    co.device = gpu;
-    impl_ = std::make_unique<BackendImpl<cuda::Backend>>(model_, co, std::move(calibration), options_);
-#endif
+// ---- the settings keywords, generated from bosch::for_each_setting ----------------------------
+
+namespace {
+
+/// The Python form of each setting type: conversion, annotation, default's repr.
+template <class T, class = void>
+struct setting_traits;
+
+template <class T>
+struct setting_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
+  static T from_py(nb::handle h, std::string_view f) { return integer_from<T>(h, f); }
+  static std::string py_type() { return "int"; }
+  static std::string repr(T v) { return std::to_string(v); }
+};
+template <>
+struct setting_traits<bool> {
+  static bool from_py(nb::handle h, std::string_view f) { return bool_from(h, f); }
+  static std::string py_type() { return "bool"; }
+  static std::string repr(bool v) { return v ? "True" : "False"; }
+};
+template <>
+struct setting_traits<Device> {
+  static Device from_py(nb::handle h, std::string_view f) {
+    if (!PyUnicode_Check(h.ptr())) wrong_type(f, "'cpu' or 'cuda'", h);
+    return parse_device(nb::cast<std::string>(h), std::string(f));
   }
+  static std::string py_type() { return "typing.Literal['cpu', 'cuda']"; }
+  static std::string repr(Device d) { return "'" + std::string(to_string(d)) + "'"; }
+};
+template <>
+struct setting_traits<cpu::Precision> {
+  static cpu::Precision from_py(nb::handle h, std::string_view f) {
+    if (!PyUnicode_Check(h.ptr())) wrong_type(f, "'fp32', 'bf16' or 'automatic'", h);
+    return cpu::parse_precision(nb::cast<std::string>(h), std::string(f));
+  }
+  static std::string py_type() { return "typing.Literal['fp32', 'bf16', 'automatic']"; }
+  static std::string repr(cpu::Precision p) { return "'" + std::string(cpu::to_string(p)) + "'"; }
+};
+template <>
+struct setting_traits<std::vector<tasks::TaskKind>> {
+  static std::vector<tasks::TaskKind> from_py(nb::handle h, std::string_view f) {
+    std::string names;
+    if (PyUnicode_Check(h.ptr())) {
+      names = nb::cast<std::string>(h);
+    } else {
+      for (nb::handle t : nb::iter(h)) {
+        if (!PyUnicode_Check(t.ptr())) wrong_type(f, "task names", t);
+        names += (names.empty() ? "" : ",") + nb::cast<std::string>(t);
+      }
+    }
+    return parse_task_list(names);
+  }
+  static std::string py_type() { return "str | collections.abc.Sequence[str]"; }
+  static std::string repr(const std::vector<tasks::TaskKind>& v) { return "'" + task_list_string(v) + "'"; }
+};
+template <>
+struct setting_traits<std::vector<int>> {
+  static std::vector<int> from_py(nb::handle h, std::string_view f) {
+    if (PyLong_Check(h.ptr()) || nb::hasattr(h, "__index__")) return {integer_from<int>(h, f)};
+    std::vector<int> out;
+    for (nb::handle x : nb::iter(h)) out.push_back(integer_from<int>(x, f));
+    return out;
+  }
+  static std::string py_type() { return "int | collections.abc.Sequence[int]"; }
+  static std::string repr(const std::vector<int>& v) {
+    return v.size() == 1 ? std::to_string(v.front()) : "(" + context_list_string(v) + ")";
+  }
+};
+template <>
+struct setting_traits<std::vector<std::string>> {
+  static std::vector<std::string> from_py(nb::handle h, std::string_view f) {
+    if (h.is_none()) return {};
+    const std::string what(f);
+    if (PyUnicode_Check(h.ptr()) || nb::hasattr(h, "__fspath__")) return {path_from(h, what.c_str())};
+    std::vector<std::string> out;
+    for (nb::handle x : nb::iter(h)) out.push_back(path_from(x, what.c_str()));
+    return out;
+  }
+  static std::string py_type() { return "collections.abc.Sequence[str | os.PathLike[str]] | None"; }
+  static std::string repr(const std::vector<std::string>&) { return "None"; }
+};
+
+/// The settings of the keywords in `kw` (each popped), the rest at their defaults.
+RunSettings settings_from(const std::string& model_path, nb::dict& kw) {
+  RunSettings s;
+  s.model = model_path;
+  for_each_setting([&](const auto& f) {
+    using T = typename std::decay_t<decltype(f)>::value_type;
+    if constexpr (!std::is_same_v<T, std::string>) {
+      const nb::str key(std::string(f.name).c_str());
+      if (!kw.contains(key)) return;
+      nb::object v = kw[key];
+      PyDict_DelItem(kw.ptr(), key.ptr());
+      s.*f.member = setting_traits<T>::from_py(v, f.name);
+    }
+  });
+  if (kw.size() > 0)
+    throw nb::type_error(("TransformerEvaluator() got an unexpected keyword argument " +
+                          nb::cast<std::string>(nb::repr(nb::list(kw.keys())[0])))
+                             .c_str());
+  return s;
 }
 
-PyTransformerEvaluator::~PyTransformerEvaluator() = default;
+std::string settings_signature() {
+  std::string sig = "def __init__(self, model_path: str | os.PathLike[str], *";
+  const RunSettings defaults;
+  for_each_setting([&](const auto& f) {
+    using T = typename std::decay_t<decltype(f)>::value_type;
+    if constexpr (!std::is_same_v<T, std::string>)
+      sig += ", " + std::string(f.name) + ": " + setting_traits<T>::py_type() + " = " +
+             setting_traits<T>::repr(defaults.*f.member);
+  });
+  return sig + ") -> None";
+}
 
-HeadLayout PyTransformerEvaluator::layout() const { return model_.config.layout(); }
+std::string settings_docstring() {
+  std::string doc;
+  const RunSettings defaults;
+  for_each_setting([&](const auto& f) {
+    using T = typename std::decay_t<decltype(f)>::value_type;
+    if constexpr (!std::is_same_v<T, std::string>)
+      doc += std::string(f.name) + ": " + std::string(f.help) + " (default " +
+             setting_traits<T>::repr(defaults.*f.member) + ").\n";
+  });
+  return doc;
+}
 
-double PyTransformerEvaluator::evaluate(const HeadMask& mask, int) { return impl_->evaluate(mask); }
+}  // namespace
+
+// ---- the evaluator ---------------------------------------------------------------------------
+
+PyTransformerEvaluator::PyTransformerEvaluator(const RunSettings& settings) : run_(settings) {}
+
+double PyTransformerEvaluator::evaluate(const HeadMask& mask) {
+  std::lock_guard lock(mutex_);
+  return run_.evaluate(mask);
+}
 
 std::vector<double> PyTransformerEvaluator::evaluate_batch(std::span<const HeadMask> masks) {
-  return impl_->evaluate_batch(masks);
+  std::lock_guard lock(mutex_);
+  return run_.evaluate_batch(masks);
 }
 
-nb::object PyTransformerEvaluator::select(SearchSetup& setup) { return impl_->select(setup); }
+TransformerEvaluatorStats PyTransformerEvaluator::stats() const {
+  std::lock_guard lock(mutex_);
+  return run_.stats();
+}
+
+nb::object PyTransformerEvaluator::select(SearchSetup& setup) {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock())
+    throw invalid_argument("this TransformerEvaluator is already in use by another thread", "select");
+  // The files are the run function's (checkpoint with the run identity beside
+  // it, log); the Python callbacks go through the hub.
+  SelectionRequest request;
+  request.options = setup.options;
+  request.checkpoint = setup.checkpoint.value_or("");
+  request.checkpoint_every = setup.checkpoint_every;
+  request.resume = setup.resume;
+  request.log = setup.log.value_or("");
+  request.log_every = setup.checkpoint_every;
+  SearchSetup hub_setup;
+  hub_setup.callbacks = setup.callbacks;
+  SearchState state;
+  std::optional<PyResult> result;
+  std::exception_ptr failure;
+  Hub hub(state, hub_setup, true);
+  {
+    nb::gil_scoped_release release;
+    try {
+      CallbackList callbacks;
+      callbacks.add(hub);
+      Selection s = select_heads(run_, request, callbacks);
+      result = PyResult{std::move(s.result), std::move(s.options), std::move(s.metadata)};
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  // select_heads saved every finished evaluation before it rethrew.
+  const bool saved = failure && setup.checkpoint && std::filesystem::exists(*setup.checkpoint);
+  return finish_select(setup, state, hub, result, failure, saved);
+}
 
 nlohmann::json PyTransformerEvaluator::held_out(const HeadMask& mask, const ReportOptions& options) {
-  if (suite_.held_out_samples < 1)
-    throw invalid_argument("must be at least 1 for a held-out report", "held_out_samples");
-  std::lock_guard lock(impl_->mutex);
-  if (!impl_->held_out_tasks)
-    impl_->held_out_tasks = tasks::generate(suite_specs(suite_, tasks::Split::held_out), model_.tokenizer);
-  return bosch::to_json(impl_->held_out(model_, *impl_->held_out_tasks, mask, options));
+  std::lock_guard lock(mutex_);
+  return bosch::to_json(run_.held_out_report(mask, options));
 }
 
-nlohmann::json PyTransformerEvaluator::metadata(const Options& options, const Result& result) const {
-  nlohmann::json meta = mask_metadata(model_, options, result, options_, suite_);
-  // As `bosch select` records its warm starts (no --init files or ranking
-  // candidates here: Options::initial_masks are the caller's own masks).
+nlohmann::json PyTransformerEvaluator::metadata(const PyResult& r) const {
+  if (r.metadata) return *r.metadata;
+  nlohmann::json meta = run_.metadata(r.options, r.result);
   nlohmann::json warm{{"init_files", nlohmann::json::array()},
                       {"candidates", nlohmann::json::array()},
                       {"previous_ratio", nullptr},
-                      {"initial_masks", options.initial_masks.size()}};
-  warm.update(eval::warm_start_summary(result));
+                      {"initial_masks", r.options.initial_masks.size()}};
+  warm.update(eval::warm_start_summary(r.result));
   meta["warm_start"] = std::move(warm);
   return meta;
 }
 
-std::size_t PyTransformerEvaluator::calibration_samples() const { return impl_->samples(); }
-TransformerEvaluatorStats PyTransformerEvaluator::stats() const { return impl_->stats(); }
-
 void bind_transformer(nb::module_& m) {
+  static const std::string init_sig = settings_signature();
+  static const std::string init_doc =
+      "model_path: a GGUF file or Hugging Face model directory. The keywords are the run\n"
+      "settings of `bosch select` (one table: docs/python.md), with the same defaults:\n" +
+      settings_docstring();
   nb::class_<PyTransformerEvaluator>(
       m, "TransformerEvaluator",
       "The bundled evaluator: a real model (GGUF file or Hugging Face directory) run with each\n"
       "mask's per-head sliding windows on generated long-context calibration tasks; the score is\n"
       "the mean teacher-forced log-probability of the answer tokens (higher is better), exactly\n"
       "as `bosch select` computes it. Pass it to bosch.select as the evaluator: the search then\n"
-      "calls the C++ evaluator directly, and reuses cached residual streams across masks that\n"
-      "share their lower layers. Task and window settings have the `bosch` program's defaults.\n"
-      "One search or evaluation at a time per object.")
+      "runs the C++ run function of `bosch select` (same mask, log and metadata), and reuses\n"
+      "cached residual streams across masks that share their lower layers. One search or\n"
+      "evaluation at a time per object.")
       .def(
           "__init__",
-          [](PyTransformerEvaluator* self, nb::handle model_path, nb::handle task_list, int context, int window,
-             int sinks, int samples, int held_out_samples, bool chat, std::uint64_t task_seed,
-             nb::handle text_files, const std::string& device, int threads, int gpu, std::size_t cache_bytes) {
-            TaskSuiteOptions s;
-            std::string names;
-            if (nb::isinstance<nb::str>(task_list)) {
-              names = nb::cast<std::string>(task_list);
-            } else {
-              for (nb::handle t : nb::iter(task_list))
-                names += (names.empty() ? "" : ",") + nb::cast<std::string>(nb::str(t));
-            }
-            s.kinds = parse_task_list(names);
-            s.context_length = context;
-            s.calibration_samples = samples;
-            s.held_out_samples = held_out_samples;
-            s.chat = chat;
-            s.seed = task_seed;
-            if (!text_files.is_none())
-              for (nb::handle f : nb::iter(text_files)) s.text_files.emplace_back(path_from(f, "text_files"));
-            TransformerEvaluatorOptions o;
-            o.window = window;
-            o.sinks = sinks;
-            o.cache_bytes = cache_bytes;
-            const std::string path = path_from(model_path, "model_path");
+          [](PyTransformerEvaluator* self, nb::handle model_path, nb::kwargs kwargs) {
+            nb::dict kw;
+            for (auto [k, v] : kwargs) kw[k] = v;
+            const RunSettings s = settings_from(path_from(model_path, "model_path"), kw);
             nb::gil_scoped_release release;  // loading and task generation take a while
-            new (self) PyTransformerEvaluator(path, s, o, device, threads, gpu);
+            new (self) PyTransformerEvaluator(s);
           },
-          "model_path"_a, nb::kw_only(), "tasks"_a = "niah_single_1,niah_single_2,niah_multikey_1,passkey",
-          "context"_a = 512, "window"_a = 64, "sinks"_a = 0, "samples"_a = 2, "held_out_samples"_a = 16,
-          "chat"_a = false, "task_seed"_a = 0, "text_files"_a.none() = nb::none(), "device"_a = "cpu",
-          "threads"_a = 0, "gpu"_a = 0, "cache_bytes"_a = std::size_t{2} << 30,
-          nb::sig("def __init__(self, model_path: str | os.PathLike[str], *, "
-                  "tasks: str | collections.abc.Sequence[str] = "
-                  "'niah_single_1,niah_single_2,niah_multikey_1,passkey', context: int = 512, "
-                  "window: int = 64, sinks: int = 0, samples: int = 2, held_out_samples: int = 16, "
-                  "chat: bool = False, task_seed: int = 0, "
-                  "text_files: collections.abc.Sequence[str | os.PathLike[str]] | None = None, "
-                  "device: typing.Literal['cpu', 'cuda'] = 'cpu', threads: int = 0, gpu: int = 0, "
-                  "cache_bytes: int = 2147483648) -> None"),
-          "tasks: task names (comma-separated or a list); context: tokens per sample; window,\n"
-          "sinks: an SWA head sees the last `window` keys plus the first `sinks`; samples:\n"
-          "calibration samples per task; held_out_samples: per task, for held_out(); chat: wrap\n"
-          "prompts in the ChatML template; task_seed: the task generator's seed; text_files:\n"
-          "natural-text haystacks (default $BOSCH_CACHE/text/*.txt); device: 'cpu' or 'cuda';\n"
-          "threads: CPU threads (0 = all); gpu: CUDA device index; cache_bytes: bound of the\n"
-          "residual-stream cache.")
+          "model_path"_a, "kwargs"_a, nb::sig(init_sig.c_str()), init_doc.c_str())
       .def_prop_ro("layout", &PyTransformerEvaluator::layout, "the model's head layout")
       .def(
           "evaluate",
           [](PyTransformerEvaluator& self, nb::handle mask) {
             const HeadMask m = mask_from(mask, self.layout());
             nb::gil_scoped_release release;
-            return self.evaluate(m, 0);
+            return self.evaluate(m);
           },
           "mask"_a, nb::sig("def evaluate(self, mask: numpy.typing.ArrayLike) -> float"),
           "The calibration score of a mask (bool array (layers, kv_heads), True = SWA).")
@@ -220,7 +263,7 @@ void bind_transformer(nb::module_& m) {
           [](PyTransformerEvaluator& self, nb::handle mask) {
             const HeadMask m = mask_from(mask, self.layout());
             nb::gil_scoped_release release;
-            return self.evaluate(m, 0);
+            return self.evaluate(m);
           },
           "mask"_a, nb::sig("def __call__(self, mask: numpy.typing.ArrayLike) -> float"))
       .def(
@@ -263,21 +306,26 @@ void bind_transformer(nb::module_& m) {
           "accuracy=False skips greedy decoding; extra_tokens: greedy budget past the answer.")
       .def(
           "metadata",
-          [](const PyTransformerEvaluator& self, const PyResult& r) {
-            return json_to_python(self.metadata(r.options, r.result));
-          },
+          [](const PyTransformerEvaluator& self, const PyResult& r) { return json_to_python(self.metadata(r)); },
           "result"_a, nb::sig("def metadata(self, result: Result) -> dict[str, typing.Any]"),
           "The metadata `bosch select` writes with a mask: model, model_file, model_fingerprint,\n"
-          "architecture, window, sinks, the task suite and the search fields of result.metadata().")
-      .def_prop_ro("window", [](const PyTransformerEvaluator& s) { return s.options().window; })
-      .def_prop_ro("sinks", [](const PyTransformerEvaluator& s) { return s.options().sinks; })
-      .def_prop_ro("device", [](const PyTransformerEvaluator& s) { return s.device(); })
-      .def_prop_ro("model_name", [](const PyTransformerEvaluator& s) { return s.model().config.name; })
-      .def_prop_ro("model_fingerprint", [](const PyTransformerEvaluator& s) { return s.model().fingerprint; })
-      .def_prop_ro("calibration_samples", &PyTransformerEvaluator::calibration_samples,
-                   "calibration samples in all (samples per task x tasks)")
+          "architecture, the run settings, warm starts, cost and the search fields of\n"
+          "result.metadata().")
       .def_prop_ro(
-          "suite", [](const PyTransformerEvaluator& s) { return json_to_python(to_json(s.suite())); },
+          "settings", [](const PyTransformerEvaluator& s) { return json_to_python(to_json(s.run().settings())); },
+          nb::sig("def settings(self, /) -> dict[str, typing.Any]"),
+          "every run setting (the keywords of the constructor; text files by name)")
+      .def_prop_ro("window", [](const PyTransformerEvaluator& s) { return s.run().settings().window; })
+      .def_prop_ro("sinks", [](const PyTransformerEvaluator& s) { return s.run().settings().sinks; })
+      .def_prop_ro("device", [](const PyTransformerEvaluator& s) { return to_string(s.run().settings().device); })
+      .def_prop_ro("model_name", [](const PyTransformerEvaluator& s) { return s.run().model().config.name; })
+      .def_prop_ro("model_fingerprint", [](const PyTransformerEvaluator& s) { return s.run().model().fingerprint; })
+      .def_prop_ro(
+          "calibration_samples",
+          [](const PyTransformerEvaluator& s) { return s.run().calibration().samples.size(); },
+          "calibration samples in all (samples per task x tasks x context lengths)")
+      .def_prop_ro(
+          "suite", [](const PyTransformerEvaluator& s) { return json_to_python(to_json(s.run().settings().suite())); },
           nb::sig("def suite(self, /) -> dict[str, typing.Any]"),
           "tasks, context, samples, held_out_samples, chat, task_seed")
       .def_prop_ro(
@@ -288,10 +336,12 @@ void bind_transformer(nb::module_& m) {
             d["evaluations"] = st.evaluations;
             d["layers_run"] = st.layers_run;
             d["layers_saved"] = st.layers_saved;
+            d["forwards"] = static_cast<double>(st.layers_run) / s.layout().num_layers;
             return d;
           },
-          nb::sig("def stats(self, /) -> dict[str, int]"),
-          "masks scored, layer applications run and skipped thanks to the residual cache");
+          nb::sig("def stats(self, /) -> dict[str, int | float]"),
+          "masks scored, layer applications run and skipped thanks to the residual cache, and\n"
+          "full-model sample forwards (layers run / layers)");
   m.attr("has_cuda") = has_cuda();
 }
 

@@ -2,20 +2,23 @@
 #pragma once
 
 /// @file python/src/transformer.hpp
-/// bosch.TransformerEvaluator: the bundled C++ evaluator (a real model, its
-/// per-head windows, the calibration tasks) as a Python object. Passed to
-/// bosch.select, the search calls it directly (no Python between
-/// evaluations; hints reach its residual cache); its evaluate/evaluate_batch
-/// also work from Python, with the GIL released.
+/// bosch.TransformerEvaluator: the bundled C++ evaluator (bosch::ModelRun: a
+/// real model, its per-head windows, the calibration tasks) as a Python
+/// object. Its keywords are the run settings' table (bosch::for_each_setting,
+/// run/include/bosch/run/settings.hpp), with the library's defaults. Passed to
+/// bosch.select, the search runs through bosch::select_heads, the run function
+/// `bosch select` uses (no Python between evaluations; hints reach the
+/// residual cache); evaluate/evaluate_batch also work from Python, with the
+/// GIL released.
 
 #include "search.hpp"
 
-#include <bosch/eval/report.hpp>
-#include <bosch/eval/suite.hpp>
-#include <bosch/eval/transformer_evaluator.hpp>
-#include <bosch/model/model.hpp>
+#include <bosch/run/model_run.hpp>
+#include <bosch/run/settings.hpp>
 
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,41 +27,30 @@ namespace bosch::python {
 
 class PyTransformerEvaluator {
  public:
-  /// Loads the model (GGUF or Hugging Face directory), builds the backend on
-  /// `device` ("cpu" or "cuda"), and generates the calibration tasks of
-  /// `suite`. Errors: bosch.FileError / FormatError for the model,
-  /// InvalidArgument naming the setting, DeviceError for CUDA.
-  PyTransformerEvaluator(const std::string& model_path, const TaskSuiteOptions& suite,
-                         const TransformerEvaluatorOptions& options, const std::string& device,
-                         int threads, int gpu);
-  ~PyTransformerEvaluator();
+  /// Builds the ModelRun of `settings`. Errors: bosch.FileError /
+  /// FormatError for the model and text files, InvalidArgument naming the
+  /// setting, DeviceError for CUDA.
+  explicit PyTransformerEvaluator(const RunSettings& settings);
 
-  HeadLayout layout() const;
+  HeadLayout layout() const { return run_.layout(); }
   /// The calibration score of `mask` (no GIL needed).
-  double evaluate(const HeadMask& mask, int hint_layer);
+  double evaluate(const HeadMask& mask);
   std::vector<double> evaluate_batch(std::span<const HeadMask> masks);
   /// bosch.select with this evaluator (GIL held on entry).
   nb::object select(SearchSetup& setup);
   /// The held-out report of `mask` (as `bosch evaluate --json` prints it).
   nlohmann::json held_out(const HeadMask& mask, const ReportOptions& options);
-  /// The metadata `bosch select` writes with a mask (model, windows, tasks, search).
-  nlohmann::json metadata(const Options& options, const Result& result) const;
+  /// The metadata `bosch select` writes with a mask: `result`'s own when it
+  /// came from this evaluator's select, else ModelRun::metadata with the
+  /// options' initial masks as unnamed warm starts.
+  nlohmann::json metadata(const PyResult& result) const;
 
-  const model::Model& model() const noexcept { return model_; }
-  const TaskSuiteOptions& suite() const noexcept { return suite_; }
-  const TransformerEvaluatorOptions& options() const noexcept { return options_; }
-  const std::string& device() const noexcept { return device_; }
-  std::size_t calibration_samples() const;
+  const ModelRun& run() const noexcept { return run_; }
   TransformerEvaluatorStats stats() const;
 
-  struct Impl;
-
  private:
-  model::Model model_;
-  TaskSuiteOptions suite_;
-  TransformerEvaluatorOptions options_;
-  std::string device_;
-  std::unique_ptr<Impl> impl_;
+  ModelRun run_;
+  mutable std::mutex mutex_;  // one search or evaluation at a time (the residual cache is not thread-safe)
 };
 
 /// True when this build has the CUDA backend.

@@ -17,7 +17,7 @@ import bosch
 from conftest import run
 
 # The small search of the C++ CLI tests (tests/cli/cli_support.hpp), one thread.
-TASKS = dict(tasks="copy", context=300, samples=2, window=32)
+TASKS = dict(tasks="copy", context=300, samples=2, window=32, allow_long_context=True)
 SEARCH = dict(seed=7, probe_budget=4, chunk_budget=8)
 
 

@@ -1,7 +1,8 @@
 // A naive O(n^2) decoder forward in double precision with plain loops and an
 // explicit visibility mask (AttentionWindows::visible), written independently
-// of the backend (its own RoPE frequencies, norms and softmax): the oracle the
-// tiled fp32 forward pass is compared with. Optionally reduces the attention
+// of the backend (its own RoPE frequencies, norms and softmax, and the
+// Qwen3-MoE router and experts, ref_moe): the oracle the tiled fp32 forward
+// pass is compared with. Optionally reduces the attention
 // probabilities to the HeadStats quantities.
 #pragma once
 
@@ -54,6 +55,56 @@ inline std::vector<double> ref_linear(const model::Matrix& w, const std::vector<
   return y;
 }
 
+/// Rows [row0, row0 + rows) of w times x: one expert's block of a stacked
+/// expert matrix.
+inline std::vector<double> ref_linear_rows(const model::Matrix& w, int row0, int rows, const std::vector<double>& x) {
+  std::vector<double> y(static_cast<std::size_t>(rows), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    double s = 0.0;
+    for (int c = 0; c < w.cols; ++c) s += static_cast<double>(w.row(row0 + r)[c]) * x[static_cast<std::size_t>(c)];
+    y[static_cast<std::size_t>(r)] = s;
+  }
+  return y;
+}
+
+/// The Qwen3-MoE feed-forward of one token h (after the FFN norm), written
+/// from transformers' Qwen3MoeSparseMoeBlock: softmax over all router logits,
+/// the top-k probabilities (stable sort: ties to the lower expert), divided
+/// by their sum when norm_topk_prob, and the weighted sum of the chosen
+/// experts' SwiGLUs. `margin` (when given) is lowered to the gap between the
+/// k-th and (k+1)-th router logit: how far the choice is from a tie.
+inline std::vector<double> ref_moe(const model::Config& c, const model::LayerWeights& L, const std::vector<double>& h,
+                                   double* margin = nullptr) {
+  const int E = c.moe.num_experts, k = c.moe.num_experts_used, F = c.moe.expert_intermediate_size;
+  const int d = c.hidden_size;
+  const auto logits = ref_linear(L.router, h, {});
+  const double mx = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(static_cast<std::size_t>(E));
+  double sum = 0;
+  for (int e = 0; e < E; ++e) sum += p[static_cast<std::size_t>(e)] = std::exp(logits[static_cast<std::size_t>(e)] - mx);
+  for (auto& v : p) v /= sum;
+  std::vector<int> order(static_cast<std::size_t>(E));
+  for (int e = 0; e < E; ++e) order[static_cast<std::size_t>(e)] = e;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)]; });
+  if (margin && k < E)
+    *margin = std::min(*margin, logits[static_cast<std::size_t>(order[static_cast<std::size_t>(k - 1)])] -
+                                    logits[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])]);
+  double chosen = 0;
+  for (int j = 0; j < k; ++j) chosen += p[static_cast<std::size_t>(order[static_cast<std::size_t>(j)])];
+  std::vector<double> y(static_cast<std::size_t>(d), 0.0);
+  for (int j = 0; j < k; ++j) {
+    const int e = order[static_cast<std::size_t>(j)];
+    const double w = p[static_cast<std::size_t>(e)] / (c.moe.norm_topk_prob ? chosen : 1.0);
+    auto g = ref_linear_rows(L.gate_exps, e * F, F, h);
+    const auto u = ref_linear_rows(L.up_exps, e * F, F, h);
+    for (int i = 0; i < F; ++i) g[static_cast<std::size_t>(i)] = g[static_cast<std::size_t>(i)] / (1 + std::exp(-g[static_cast<std::size_t>(i)])) * u[static_cast<std::size_t>(i)];
+    const auto o = ref_linear_rows(L.down_exps, e * d, d, g);
+    for (int i = 0; i < d; ++i) y[static_cast<std::size_t>(i)] += w * o[static_cast<std::size_t>(i)];
+  }
+  return y;
+}
+
 inline void ref_rms(std::vector<double>& x, std::size_t begin, std::size_t size, const std::vector<float>& g, double eps) {
   double ss = 0;
   for (std::size_t c = 0; c < size; ++c) ss += x[begin + c] * x[begin + c];
@@ -82,9 +133,13 @@ struct RefStats {
 /// Logits [positions.size()][vocab] of the naive forward. When `stats` is
 /// given, accumulates HeadStats for the rows of `request` (all rows >= query_begin
 /// or the listed rows), with a_ij from the reference's own probabilities.
+/// Sparse (Qwen3-MoE) layers run ref_moe; `router_margin`, when given, is
+/// set to the smallest gap between a token's k-th and (k+1)-th router logit
+/// over all tokens and sparse layers (+infinity when there is none).
 inline Mat reference_logits(const model::Model& m, std::span<const int> tokens, const AttentionWindows& win,
                             std::span<const int> positions, cpu::HeadStats* stats = nullptr,
-                            const cpu::StatsRequest* request = nullptr) {
+                            const cpu::StatsRequest* request = nullptr, double* router_margin = nullptr) {
+  if (router_margin) *router_margin = INFINITY;
   const auto& c = m.config;
   const auto& W = m.weights;
   const int n = static_cast<int>(tokens.size()), d = c.hidden_size, hd = c.head_dim;
@@ -170,6 +225,11 @@ inline Mat reference_logits(const model::Model& m, std::span<const int> tokens, 
       for (int e = 0; e < d; ++e) x[i][e] += o[e];
       std::vector<double> h = x[i];
       ref_rms(h, 0, static_cast<std::size_t>(d), L.ffn_norm, c.rms_eps);
+      if (c.is_sparse_layer(l)) {
+        const auto y = ref_moe(c, L, h, router_margin);
+        for (int e = 0; e < d; ++e) x[i][e] += y[static_cast<std::size_t>(e)];
+        continue;
+      }
       auto gt = ref_linear(L.w_gate, h, {});
       const auto up = ref_linear(L.w_up, h, {});
       for (std::size_t e = 0; e < gt.size(); ++e) gt[e] = gt[e] / (1 + std::exp(-gt[e])) * up[e];

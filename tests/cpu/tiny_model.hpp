@@ -32,7 +32,23 @@ inline model::Config tiny_config(model::Arch arch = model::Arch::llama, int kv =
   c.rope_style = arch == model::Arch::llama ? model::RopeStyle::interleaved : model::RopeStyle::neox;
   c.tie_embeddings = true;
   c.qkv_bias = arch == model::Arch::qwen2;
-  c.qk_norm = arch == model::Arch::qwen3;
+  c.qk_norm = arch == model::Arch::qwen3 || arch == model::Arch::qwen3moe;
+  return c;
+}
+
+/// tiny_config(qwen3moe, kv) with experts: `layers` layers, all sparse but
+/// those in `dense` (which keep the dense FFN of 48), `experts` experts of
+/// 24 each, top-`used`, renormalized when `norm`.
+inline model::Config tiny_moe_config(int kv = 2, int experts = 4, int used = 2, bool norm = true, int layers = 3,
+                                     std::vector<int> dense = {1}) {
+  model::Config c = tiny_config(model::Arch::qwen3moe, kv);
+  c.num_layers = layers;
+  c.moe.num_experts = experts;
+  c.moe.num_experts_used = used;
+  c.moe.expert_intermediate_size = 24;
+  c.moe.norm_topk_prob = norm;
+  c.moe.sparse_layers.assign(static_cast<std::size_t>(layers), true);
+  for (int l : dense) c.moe.sparse_layers[static_cast<std::size_t>(l)] = false;
   return c;
 }
 
@@ -57,7 +73,9 @@ inline model::Matrix matrix(boost::random::mt19937_64& rng, int rows, int cols, 
 /// Random weights for `config` (seeded, Boost.Random: the same on every
 /// platform). Q gets gain 2 so that attention is far from uniform; norm gains
 /// are 1 +- 0.2; biases (qkv_bias) +- 0.5; Q/K norm gains (qk_norm) 1 +- 0.3;
-/// an untied output projection when !config.tie_embeddings.
+/// an untied output projection when !config.tie_embeddings. A sparse layer
+/// (config.moe) gets a router of gain 2 (routing far from uniform) and
+/// stacked experts of gain 1 instead of the dense FFN.
 inline model::Model tiny_model(const model::Config& config, std::uint64_t seed) {
   boost::random::mt19937_64 rng(seed);
   model::Model m;
@@ -85,9 +103,17 @@ inline model::Model tiny_model(const model::Config& config, std::uint64_t seed) 
       L.k_norm = detail::uniform(rng, hd, 0.7, 1.3);
     }
     L.ffn_norm = detail::uniform(rng, d, 0.8, 1.2);
-    L.w_gate = detail::matrix(rng, ff, d, 1.0);
-    L.w_up = detail::matrix(rng, ff, d, 1.0);
-    L.w_down = detail::matrix(rng, d, ff, 1.0);
+    if (config.is_sparse_layer(l)) {
+      const int E = config.moe.num_experts, F = config.moe.expert_intermediate_size;
+      L.router = detail::matrix(rng, E, d, 2.0);
+      L.gate_exps = detail::matrix(rng, E * F, d, 1.0);
+      L.up_exps = detail::matrix(rng, E * F, d, 1.0);
+      L.down_exps = detail::matrix(rng, E * d, F, 1.0);
+    } else {
+      L.w_gate = detail::matrix(rng, ff, d, 1.0);
+      L.w_up = detail::matrix(rng, ff, d, 1.0);
+      L.w_down = detail::matrix(rng, d, ff, 1.0);
+    }
     w.layers.push_back(std::move(L));
   }
   w.final_norm = detail::uniform(rng, d, 0.8, 1.2);

@@ -27,6 +27,7 @@
 
 #include "../cpu/tiny_model.hpp"
 #include "cuda_support.hpp"
+#include "logits_check.hpp"
 
 #include <bosch/cpu/backend.hpp>
 #include <bosch/cuda/backend.hpp>
@@ -42,76 +43,15 @@
 
 using namespace bosch;
 using cuda::DType;
+using test::check_logits;
+using test::error_stats;
+using test::ErrorStats;
+using test::rounded_weights;
 
 static_assert(bosch::Backend<cuda::Backend>, "cuda::Backend models the Backend concept");
 static_assert(std::copyable<cuda::Residual>);
 
 namespace {
-
-void round_matrix(model::Matrix& m, DType t) {
-  for (auto& x : m.data) x = cuda::round_to(x, t);
-}
-
-// The model with every GEMM weight and the embedding rounded to `t` (norm
-// gains and biases stay fp32, as on the device).
-model::Model rounded_weights(model::Model m, DType t) {
-  round_matrix(m.weights.embedding, t);
-  round_matrix(m.weights.lm_head, t);
-  for (auto& l : m.weights.layers) {
-    for (auto* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) round_matrix(*w, t);
-  }
-  return m;
-}
-
-struct ErrorStats {
-  double max = 0;
-  double mean = 0;
-};
-
-ErrorStats error_stats(const std::vector<float>& a, const std::vector<float>& b) {
-  ErrorStats s;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double e = std::abs(static_cast<double>(a[i]) - b[i]);
-    s.max = std::max(s.max, e);
-    s.mean += e;
-  }
-  if (!a.empty()) s.mean /= static_cast<double>(a.size());
-  return s;
-}
-
-// Checks CUDA logits `got` against the fp32 reference `ref` of `model`,
-// calibrated as described at the top of the file. `vocab` = row length.
-void check_logits(const std::string& name, const std::vector<float>& got,
-                  const std::vector<float>& ref, const std::vector<float>& ref_rounded, int vocab,
-                  DType t) {
-  REQUIRE(got.size() == ref.size());
-  const double u = cuda::unit_roundoff(t);
-  const double scale = test::rms(ref);
-  const ErrorStats w = error_stats(ref_rounded, ref);
-  const test::Tolerance tol{4 * w.max + 2 * u * scale, u};
-  MESSAGE(name << ": weight rounding alone moves logits by max " << w.max << ", mean " << w.mean
-               << " (rms of logits " << scale << ")");
-  test::check_close(name, got, ref, tol);
-  const ErrorStats e = error_stats(got, ref);
-  const double mean_limit = 4 * w.mean + 0.5 * u * scale;
-  MESSAGE(name << ": mean |err| " << e.mean << " = " << 100.0 * e.mean / mean_limit
-               << "% of its limit " << mean_limit);
-  CHECK(e.mean <= mean_limit);
-  // Argmax agreement where the reference is decisive.
-  std::size_t decisive = 0, agree = 0;
-  for (std::size_t r = 0; r + static_cast<std::size_t>(vocab) <= ref.size(); r += static_cast<std::size_t>(vocab)) {
-    std::vector<float> row(ref.begin() + static_cast<std::ptrdiff_t>(r),
-                           ref.begin() + static_cast<std::ptrdiff_t>(r) + vocab);
-    const auto top = std::max_element(row.begin(), row.end()) - row.begin();
-    std::nth_element(row.begin(), row.begin() + 1, row.end(), std::greater<>());
-    if (row[0] - row[1] <= 2 * (tol.atol + tol.rtol * std::abs(row[0]))) continue;
-    ++decisive;
-    const auto g0 = got.begin() + static_cast<std::ptrdiff_t>(r);
-    agree += (std::max_element(g0, g0 + vocab) - g0) == top;
-  }
-  MESSAGE(name << ": argmax agrees at " << agree << " of " << decisive << " decisive rows");
-  CHECK(agree == decisive);
-}
 
 // CUDA forward vs CPU forward (fp32 and rounded weights) of one model.
 void compare_forward(const std::string& name, const model::Model& m, const std::vector<int>& tokens,
@@ -418,6 +358,48 @@ TEST_CASE("CUDA backend: bad inputs raise invalid_argument naming what is wrong"
   CHECK(empty.n_tokens() == 0);
   gpu.run_layers(empty, 0, cfg.num_layers, AttentionWindows::full());
   CHECK(gpu.logits(empty, none).empty());
+}
+
+TEST_CASE("CUDA forward matches the CPU backend: Qwen3-MoE (host routing, per-expert GEMMs)") {
+  if (!test::cuda_device()) return;
+  struct Variant {
+    const char* name;
+    model::Config config;
+    int n;
+  };
+  const Variant variants[] = {
+      // Every expert active: no discrete choice, any sequence length.
+      {"top-4 of 4, layer 1 dense", test::tiny_moe_config(2, 4, 4, false), 70},
+      // Top-k of more experts on decisive inputs.
+      {"top-2 of 4, renormalized", test::tiny_moe_config(2, 4, 2, true), 16},
+      {"top-1 of 3, all sparse", test::tiny_moe_config(2, 3, 1, false, 2, {}), 16},
+  };
+  for (const auto& v : variants) {
+    const auto m = test::tiny_model(v.config, test::seed(290));
+    for (const auto& w : {AttentionWindows::full(), AttentionWindows::from_mask(alternating(v.config.layout()), 4, 2)}) {
+      const auto tokens = v.config.moe.num_experts_used == v.config.moe.num_experts
+                              ? test::random_tokens(v.n, v.config.vocab_size, test::seed(291))
+                              : test::decisive_tokens(m, v.n, w, 0.25, test::seed(292));
+      for (DType t : {DType::bf16, DType::fp16}) {
+        cuda::Options o;
+        o.dtype = t;
+        compare_forward(std::string(v.name) + (w.mask.count() ? " mixed SWA w4 s2" : " full"), m, tokens, w,
+                        test::all_positions(v.n), o);
+      }
+    }
+  }
+  // Layer-wise equals whole, and runs are deterministic, with experts too.
+  const auto m = test::tiny_model(test::tiny_moe_config(), test::seed(293));
+  const cuda::Backend gpu(m);
+  const auto tokens = test::random_tokens(40, m.config.vocab_size, test::seed(294));
+  const auto positions = test::all_positions(40);
+  const auto w = AttentionWindows::from_mask(alternating(m.config.layout()), 5, 1);
+  const auto a = gpu.forward(tokens, w, positions);
+  CHECK(gpu.forward(tokens, w, positions) == a);
+  auto x = gpu.embed(tokens);
+  for (int l = 0; l < m.config.num_layers; ++l) gpu.run_layers(x, l, l + 1, w);
+  CHECK(gpu.logits(x, positions) == a);
+  CHECK(gpu.flops(40, 40, w) == doctest::Approx(cpu::Backend(m).flops(40, 40, w)).epsilon(1e-12));
 }
 
 TEST_CASE("CUDA backend: flops counts match the CPU backend's") {

@@ -12,6 +12,7 @@
 #include <bosch/cuda/half.hpp>
 #include <bosch/cuda/ops.hpp>
 #include <bosch/error.hpp>
+#include <bosch/model/kv_slots.hpp>
 
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_int_distribution.hpp>
@@ -182,6 +183,27 @@ TEST_CASE("attention plan covers every row once and counts visible keys exactly"
   CHECK(p.rows() == 150);
 }
 
+TEST_CASE("decode attention: the key chunks cover the head that reads the most keys, no more") {
+  const int chunk = cuda::detail::decode_chunk_keys();
+  CHECK(chunk >= 32);
+  for (int position : {0, 1, chunk - 2, chunk - 1, chunk, 3 * chunk + 5, 10000})
+    for (int sinks : {0, 4})
+      for (const std::vector<int>& windows : {std::vector<int>{0, 0}, std::vector<int>{64, 64, 7},
+                                               std::vector<int>{64, 0, 64}, std::vector<int>{1}}) {
+        int longest = 0;
+        for (int w : windows) {
+          const int count = kv::reads(w > 0, w, sinks, position).count();
+          CHECK(count == cuda::detail::visible_keys(position, w, sinks));
+          longest = std::max(longest, count);
+        }
+        const int chunks = cuda::detail::decode_chunks(windows, sinks, position);
+        INFO("position " << position << ", sinks " << sinks << ", longest head " << longest);
+        CHECK(chunks >= 1);
+        CHECK(static_cast<long long>(chunks) * chunk >= longest);       // every key in some block
+        CHECK(static_cast<long long>(chunks - 1) * chunk < longest);    // no block without keys for all heads
+      }
+}
+
 TEST_CASE("CUDA options and weights are validated before any device is touched") {
   const auto model = test::tiny_model(test::tiny_config(model::Arch::llama, 2), test::seed(502));
   cuda::Options bad;
@@ -213,6 +235,14 @@ TEST_CASE("CUDA options and weights are validated before any device is touched")
   broken = model;
   broken.weights.layers.pop_back();
   CHECK_THROWS_AS(cuda::Backend{broken}, invalid_argument);
+  auto moe = test::tiny_model(test::tiny_moe_config(), test::seed(505));
+  moe.weights.layers[0].router.rows -= 1;
+  try {
+    cuda::Backend b{moe};
+    FAIL("expected invalid_argument");
+  } catch (const invalid_argument& e) {
+    CHECK(std::string(e.what()).find("blk.0.ffn_gate_inp") != std::string::npos);
+  }
 }
 
 TEST_CASE("a build with BOSCH_REQUIRE_CUDA=ON has a usable CUDA device") {

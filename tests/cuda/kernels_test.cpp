@@ -16,6 +16,9 @@
 // - Attention, CUDA-core kernel (P kept in fp32): atol = 0.25 u max|v| for
 //   the fp32 online softmax (rescaled once per key: errors of a few 1e-6
 //   relative over hundreds of keys), rtol = 1.1 u.
+// - Decode attention (one query against the hybrid KV cache, P in fp32, key
+//   chunks combined in fp32): the CUDA-core kernel's tolerance; the cache the
+//   write kernel filled must hold every key the query sees, bit for bit.
 
 #include "../cpu/tiny_model.hpp"
 #include "cuda_support.hpp"
@@ -23,6 +26,7 @@
 #include <bosch/cuda/attention_tiles.hpp>
 #include <bosch/cuda/half.hpp>
 #include <bosch/cuda/ops.hpp>
+#include <bosch/model/kv_slots.hpp>
 
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_int_distribution.hpp>
@@ -346,5 +350,114 @@ TEST_CASE("CUDA attention: a window covering the sequence gives exactly the full
     // A narrow window changes the result.
     cuda::ops::AttentionProblem narrow{4, 2, 64, {190}, {8, 8}, {0}};
     CHECK(cuda::ops::attention(q, k, v, narrow, o) != a);
+  }
+}
+
+namespace {
+
+// Reference of one decode query in float64 over the whole sequence: query
+// head h at position p attends the keys j <= p that its KV head's window and
+// the sinks let it see (cuda::key_visible), independently of the cache's
+// slots.
+std::vector<double> decode_ref(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                               const cuda::ops::DecodeProblem& p) {
+  const int hq = p.num_q_heads, hkv = p.num_kv_heads, d = p.head_dim, group = hq / hkv;
+  std::vector<double> out(static_cast<std::size_t>(hq) * d, 0.0);
+  for (int h = 0; h < hq; ++h) {
+    const int g = h / group;
+    const int window = p.windows.empty() ? 0 : p.windows[static_cast<std::size_t>(g)];
+    std::vector<double> s;
+    std::vector<int> keys;
+    double mx = -INFINITY;
+    for (int j = 0; j <= p.position; ++j) {
+      if (!cuda::key_visible(p.position, j, window, p.sinks)) continue;
+      double dot = 0;
+      for (int c = 0; c < d; ++c)
+        dot += static_cast<double>(q[static_cast<std::size_t>(h) * d + c]) *
+               k[(static_cast<std::size_t>(j) * hkv + g) * d + c];
+      s.push_back(dot / std::sqrt(static_cast<double>(d)));
+      keys.push_back(j);
+      mx = std::max(mx, s.back());
+    }
+    double sum = 0;
+    for (auto& e : s) sum += (e = std::exp(e - mx));
+    for (std::size_t m = 0; m < s.size(); ++m)
+      for (int c = 0; c < d; ++c)
+        out[static_cast<std::size_t>(h) * d + c] +=
+            s[m] / sum * v[(static_cast<std::size_t>(keys[m]) * hkv + g) * d + c];
+  }
+  return out;
+}
+
+// Runs one decode problem and checks the output against decode_ref and the
+// cache against the host's account of the writes: replaying the write
+// sequence with kv::stored / kv::slot gives the position each slot must
+// hold, every position the query sees is among them, and the slot holds
+// exactly that position's (rounded) key and value.
+void check_decode(const std::string& name, const cuda::ops::DecodeProblem& p, DType t, std::uint64_t seed) {
+  const int hkv = p.num_kv_heads, d = p.head_dim, n = p.position + 1;
+  const std::size_t kn = static_cast<std::size_t>(n) * hkv * d;
+  const auto q = rounded(random_vector(static_cast<std::size_t>(p.num_q_heads) * d, -3.0, 3.0, seed), t);
+  const auto k = rounded(random_vector(kn, -1.0, 1.0, seed + 1), t);
+  const auto v = rounded(random_vector(kn, -1.0, 1.0, seed + 2), t);
+  cuda::Options o;
+  o.dtype = t;
+  const auto got = cuda::ops::decode_attention(q, k, v, p, o);
+  const double u = cuda::unit_roundoff(t);
+  // P stays in fp32 (as in the CUDA-core kernel): the tolerance of that kernel.
+  test::check_close(name + " [" + cuda::to_string(t) + "]", got.out, decode_ref(q, k, v, p),
+                    {0.25 * u * max_abs(v) + 1e-6, 1.1 * u});
+  REQUIRE(got.keys.size() == static_cast<std::size_t>(hkv));
+  for (int g = 0; g < hkv; ++g) {
+    const int w = p.windows.empty() ? 0 : p.windows[static_cast<std::size_t>(g)];
+    const bool swa = w > 0;
+    const auto rows = static_cast<std::size_t>(kv::rows(swa, w, p.sinks, n));
+    REQUIRE(got.keys[static_cast<std::size_t>(g)].size() == rows * d);
+    std::vector<int> holder(rows, -1);
+    auto write = [&](int j, int first_reader) {
+      if (kv::stored(swa, w, p.sinks, j, first_reader))
+        holder[static_cast<std::size_t>(kv::slot(swa, w, p.sinks, j))] = j;
+    };
+    for (int j = 0; j < p.prefill; ++j) write(j, p.prefill);
+    for (int j = p.prefill; j < n; ++j) write(j, j);
+    for (int j = 0; j <= p.position; ++j)
+      if (cuda::key_visible(p.position, j, w, p.sinks)) {
+        INFO(name << ": KV head " << g << ", position " << j);
+        CHECK(holder[static_cast<std::size_t>(kv::slot(swa, w, p.sinks, j))] == j);
+      }
+    bool exact = true;
+    for (std::size_t r = 0; r < rows; ++r) {
+      if (holder[r] < 0) continue;
+      const std::size_t src = (static_cast<std::size_t>(holder[r]) * hkv + g) * d;
+      for (int c = 0; c < d; ++c) {
+        exact = exact && got.keys[static_cast<std::size_t>(g)][r * d + c] == k[src + c];
+        exact = exact && got.values[static_cast<std::size_t>(g)][r * d + c] == v[src + c];
+      }
+    }
+    INFO(name << ": KV head " << g);
+    CHECK(exact);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA KV-cache writes and decode attention: full and SWA heads, sinks, past the ring, long contexts") {
+  if (!test::cuda_device()) return;
+  using cuda::ops::DecodeProblem;
+  std::uint64_t s = test::seed(60);
+  for (DType t : {DType::bf16, DType::fp16}) {
+    for (int d : {8, 64, 128, 96, 256}) {
+      const std::string dim = " d" + std::to_string(d);
+      // A query early in the sequence (the ring not yet full), the ring
+      // wrapped many times, and sinks that overlap the window.
+      check_decode("full, p 0" + dim, DecodeProblem{4, 2, d, 0, 1, {}, 0}, t, s += 3);
+      check_decode("mixed w5 s0, p 3" + dim, DecodeProblem{4, 2, d, 3, 2, {0, 5}, 0}, t, s += 3);
+      check_decode("mixed w7 s3, p 100, prefill 40" + dim, DecodeProblem{6, 3, d, 100, 40, {7, 0, 1}, 3}, t, s += 3);
+      check_decode("all SWA w16 s2, p 300, prefill 1" + dim, DecodeProblem{4, 1, d, 300, 1, {16}, 2}, t, s += 3);
+      check_decode("MHA w4 s9, p 6 (sinks beyond p)" + dim, DecodeProblem{2, 2, d, 6, 3, {4, 4}, 9}, t, s += 3);
+    }
+    // Several key chunks per head (chunk boundaries, the combine kernel), GQA 3:1.
+    check_decode("full + SWA w300 s4, p 1500", DecodeProblem{9, 3, 64, 1500, 1200, {0, 300, 0}, 4}, t, s += 3);
+    check_decode("all full, p 700, prefill 700", DecodeProblem{9, 3, 64, 699, 700, {}, 0}, t, s += 3);
   }
 }

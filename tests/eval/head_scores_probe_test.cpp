@@ -29,9 +29,11 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 TEST_CASE("probed layer equals the backend's layer: no blend / gate 1 (full) and gate 0 (that head SWA)") {
-  for (auto arch : {model::Arch::llama, model::Arch::qwen2, model::Arch::qwen3}) {
-    CAPTURE(model::to_string(arch));
-    const auto m = test::tiny_model(test::tiny_config(arch, 2), test::seed(21));
+  // Qwen3-MoE (layers 0 and 2 sparse): the probes run the experts too.
+  for (const auto& cfg : {test::tiny_config(model::Arch::llama, 2), test::tiny_config(model::Arch::qwen2, 2),
+                          test::tiny_config(model::Arch::qwen3, 2), test::tiny_moe_config()}) {
+    CAPTURE(model::to_string(cfg.arch));
+    const auto m = test::tiny_model(cfg, test::seed(21));
     const cpu::Backend backend(m);
     const auto tokens = test::random_tokens(70, m.config.vocab_size, test::seed(22));
     const auto x0 = backend.embed(tokens);

@@ -15,6 +15,7 @@
 #include <boost/random/uniform_int_distribution.hpp>
 
 #include <cmath>
+#include <functional>
 #include <numbers>
 
 using namespace bosch;
@@ -447,4 +448,170 @@ TEST_CASE("safetensors reader survives random corruption") {
     }
   }
   CHECK(rejected > 0);
+}
+
+namespace {
+
+/// A tiny Qwen3-MoE (2 layers, 4 experts of 16, top-2).
+w::TinyModel tiny_moe() {
+  w::TinySpec s;
+  s.arch = Arch::qwen3moe;
+  return w::random_model(s, bosch::test::seed(140));
+}
+
+}  // namespace
+
+TEST_CASE("Qwen3-MoE GGUF files: unsupported variants and bad expert metadata name the key or tensor") {
+  w::TempDir dir("err-moe-gguf");
+  const auto path = dir / "m.gguf";
+  const std::string p = path.string();
+  const auto m = tiny_moe();
+  auto edited = [&](auto&& f) {
+    auto g = w::gguf_writer(m);
+    f(g);
+    g.write(path);
+  };
+  SUBCASE("missing or inconsistent expert counts") {
+    edited([](w::GgufWriter& g) { g.remove_key("qwen3moe.expert_count"); });
+    expect_error(path, {p, "key 'qwen3moe.expert_count'", "missing"});
+    edited([](w::GgufWriter& g) { g.remove_key("qwen3moe.expert_feed_forward_length"); });
+    expect_error(path, {p, "key 'qwen3moe.expert_feed_forward_length'", "missing"});
+    edited([](w::GgufWriter& g) {
+      g.remove_key("qwen3moe.expert_used_count");
+      g.set_u32("qwen3moe.expert_used_count", 5);
+    });
+    expect_error(path, {p, "key 'qwen3moe.expert_used_count'", "exceeds expert_count 4"});
+    edited([](w::GgufWriter& g) {
+      g.remove_key("qwen3moe.expert_count");
+      g.set_u32("qwen3moe.expert_count", 0);
+    });
+    expect_error(path, {p, "key 'qwen3moe.expert_count'", "must be positive"});
+  }
+  SUBCASE("variants bosch does not run") {
+    edited([](w::GgufWriter& g) { g.set_u32("qwen3moe.expert_shared_count", 1); });
+    expect_error(path, {p, "key 'qwen3moe.expert_shared_count'", "shared experts are not supported"});
+    edited([](w::GgufWriter& g) { g.set_u32("qwen3moe.expert_shared_feed_forward_length", 64); });
+    expect_error(path, {p, "key 'qwen3moe.expert_shared_feed_forward_length'", "shared experts"});
+    edited([](w::GgufWriter& g) { g.set_u32("qwen3moe.expert_gating_func", 2); });
+    expect_error(path, {p, "key 'qwen3moe.expert_gating_func'", "gating function 2 is not supported"});
+    edited([](w::GgufWriter& g) { g.set_f32("qwen3moe.expert_weights_scale", 2.5f); });
+    expect_error(path, {p, "key 'qwen3moe.expert_weights_scale'", "not supported"});
+    edited([](w::GgufWriter& g) { g.set_u32("qwen3moe.expert_group_count", 8); });
+    expect_error(path, {p, "key 'qwen3moe.expert_group_count'", "grouped expert routing"});
+    edited([](w::GgufWriter& g) {
+      g.add_tensor("blk.0.ffn_up_shexp.weight", GgmlType::f32, {32, 64}, std::vector<float>(32 * 64));
+    });
+    expect_error(path, {p, "tensor 'blk.0.ffn_up_shexp.weight'", "shared experts"});
+    edited([](w::GgufWriter& g) {
+      g.add_tensor("blk.1.exp_probs_b.bias", GgmlType::f32, {4}, std::vector<float>(4));
+    });
+    expect_error(path, {p, "tensor 'blk.1.exp_probs_b.bias'", "routers other than"});
+    // A softmax gating function (1) and an explicit weight scale of 1 are Qwen3-MoE's own.
+    edited([](w::GgufWriter& g) {
+      g.set_u32("qwen3moe.expert_gating_func", 1);
+      g.set_f32("qwen3moe.expert_weights_scale", 1.0f);
+      g.set_u32("qwen3moe.expert_shared_count", 0);
+    });
+    CHECK(read_checkpoint(path).config.moe.num_experts == 4);
+  }
+  SUBCASE("experts in another architecture (Mixtral GGUFs are 'llama' with expert_count)") {
+    auto g = w::gguf_writer(tiny());
+    g.set_u32("llama.expert_count", 8);
+    g.write(path);
+    expect_error(path, {p, "key 'llama.expert_count'", "only for architecture qwen3moe"});
+    g = w::gguf_writer(tiny());
+    g.add_tensor("blk.0.ffn_gate_inp.weight", GgmlType::f32, {32, 8}, std::vector<float>(32 * 8));
+    g.write(path);
+    expect_error(path, {p, "tensor 'blk.0.ffn_gate_inp.weight'", "only for architecture qwen3moe"});
+  }
+  SUBCASE("expert tensors missing or of the wrong shape") {
+    w::GgufOptions opt;
+    opt.omit = {"blk.1.ffn_down_exps.weight"};
+    w::write_gguf(m, path, opt);
+    expect_error(path, {p, "tensor 'blk.1.ffn_down_exps.weight'", "missing tensor"});
+    opt.omit = {"blk.0.ffn_gate_inp.weight"};  // no router and no dense FFN either
+    w::write_gguf(m, path, opt);
+    expect_error(path, {p, "tensor 'blk.0.ffn_gate_inp.weight'", "missing tensor", "router"});
+    edited([](w::GgufWriter& g) {
+      g.remove_key("qwen3moe.expert_count");
+      g.set_u32("qwen3moe.expert_count", 3);  // tensors hold 4
+    });
+    expect_error(path, {p, "tensor 'blk.0.ffn_gate_inp.weight'", "shape [4, 32]", "expected [3, 32]"});
+    edited([](w::GgufWriter& g) {
+      g.remove_key("qwen3moe.expert_feed_forward_length");
+      g.set_u32("qwen3moe.expert_feed_forward_length", 8);  // tensors hold 16
+    });
+    expect_error(path, {p, "tensor 'blk.0.ffn_gate_exps.weight'", "shape [4, 16, 32]", "expected [4, 8, 32]"});
+  }
+}
+
+TEST_CASE("Qwen3-MoE Hugging Face directories: unsupported variants and bad expert fields name the key or tensor") {
+  w::TempDir dir("err-moe-hf");
+  const auto m = tiny_moe();
+  const auto d = dir / "m";
+  const std::string cfg = (d / "config.json").string();
+  auto with_config = [&](auto&& f, const w::HfOptions& opt = {}) {
+    std::filesystem::remove_all(d);
+    w::write_hf(m, d, opt);
+    auto j = nlohmann::json::parse(w::read_file(d / "config.json"));
+    f(j);
+    w::write_text(d / "config.json", j.dump());
+  };
+  using J = nlohmann::json;
+  const std::pair<std::function<void(J&)>, std::vector<std::string>> cases[] = {
+      {[](J& j) { j["architectures"] = {"Qwen2MoeForCausalLM"}; },
+       {"field 'architectures'", "unsupported architecture 'Qwen2MoeForCausalLM'"}},
+      {[](J& j) { j["shared_expert_intermediate_size"] = 64; },
+       {"field 'shared_expert_intermediate_size'", "shared experts are not supported"}},
+      {[](J& j) { j["n_shared_experts"] = 1; }, {"field 'n_shared_experts'", "shared experts"}},
+      {[](J& j) { j["scoring_func"] = "sigmoid"; }, {"field 'scoring_func'", "softmax"}},
+      {[](J& j) { j["topk_method"] = "noaux_tc"; }, {"field 'topk_method'", "greedy"}},
+      {[](J& j) { j["n_group"] = 8; }, {"field 'n_group'", "grouped"}},
+      {[](J& j) { j["routed_scaling_factor"] = 2.5; }, {"field 'routed_scaling_factor'", "scaled"}},
+      {[](J& j) { j["num_local_experts"] = 4; }, {"field 'num_local_experts'", "num_experts"}},
+      {[](J& j) { j.erase("num_experts"); }, {"field 'num_experts'", "missing"}},
+      {[](J& j) { j.erase("moe_intermediate_size"); }, {"field 'moe_intermediate_size'", "missing"}},
+      {[](J& j) { j["num_experts_per_tok"] = 5; }, {"field 'num_experts_per_tok'", "must not exceed num_experts (4)"}},
+      {[](J& j) { j["decoder_sparse_step"] = 0; }, {"field 'decoder_sparse_step'", "positive"}},
+      {[](J& j) { j["mlp_only_layers"] = {2}; }, {"field 'mlp_only_layers'", "entry 2", "[0, 2)"}},
+      {[](J& j) { j["mlp_only_layers"] = "0"; }, {"field 'mlp_only_layers'", "array"}},
+      {[](J& j) { j["norm_topk_prob"] = "yes"; }, {"field 'norm_topk_prob'", "not a bool"}},
+      // A dense layer needs the dense size.
+      {[](J& j) { j["mlp_only_layers"] = {0}; j.erase("intermediate_size"); }, {"field 'intermediate_size'", "missing"}},
+  };
+  SUBCASE("config.json fields") {
+    for (const auto& [edit, parts] : cases) {
+      with_config(edit);
+      const std::string t = error_text<format_error>([&] { (void)read_checkpoint(d); });
+      CAPTURE(t);
+      CHECK(t.find(cfg) != std::string::npos);
+      for (const auto& part : parts) CHECK(t.find(part) != std::string::npos);
+    }
+  }
+  SUBCASE("experts in a dense architecture") {
+    const auto dense = tiny(Arch::qwen3);
+    std::filesystem::remove_all(d);
+    w::write_hf(dense, d);
+    auto j = nlohmann::json::parse(w::read_file(d / "config.json"));
+    j["num_experts"] = 8;
+    w::write_text(d / "config.json", j.dump());
+    expect_error(d, {cfg, "field 'num_experts'", "only for Qwen3MoeForCausalLM"});
+  }
+  SUBCASE("expert tensors missing, of the wrong shape, or shared") {
+    const std::string st = (d / "model.safetensors").string();
+    w::HfOptions opt;
+    opt.omit = {"model.layers.1.mlp.experts.3.up_proj.weight"};
+    with_config([](J&) {}, opt);
+    expect_error(d, {st, "tensor 'model.layers.1.mlp.experts.3.up_proj.weight'", "missing tensor"});
+    with_config([](J& j) { j["moe_intermediate_size"] = 8; });
+    expect_error(d, {st, "tensor 'model.layers.0.mlp.experts.0.gate_proj.weight'", "shape [16, 32]", "expected [8, 32]"});
+    with_config([](J& j) { j["mlp_only_layers"] = {1}; });  // layer 1 dense: no mlp.gate_proj written
+    expect_error(d, {st, "tensor 'model.layers.1.mlp.gate_proj.weight'", "missing tensor"});
+    with_config([](J&) {});
+    w::SafetensorsWriter sw;
+    for (const auto& [name, shape, values] : w::hf_tensors(m)) sw.add(name, "F32", shape, *values);
+    sw.add("model.layers.0.mlp.shared_expert.up_proj.weight", "F32", {8, 32}, std::vector<float>(8 * 32));
+    sw.write(d / "model.safetensors");
+    expect_error(d, {st, "tensor 'model.layers.0.mlp.shared_expert.up_proj.weight'", "shared experts"});
+  }
 }

@@ -7,10 +7,12 @@
 #include "writers.hpp"
 
 #include <bosch/error.hpp>
+#include <bosch/model/hf_config.hpp>
 #include <bosch/model/loader.hpp>
 #include <bosch/model/model.hpp>
 
 #include <cmath>
+#include <tuple>
 
 using namespace bosch;
 using namespace bosch::model;
@@ -57,6 +59,10 @@ void for_each_tensor(const Weights& got, const Weights& want, F&& f) {
     mat(p + "w_gate", a.w_gate, b.w_gate);
     mat(p + "w_up", a.w_up, b.w_up);
     mat(p + "w_down", a.w_down, b.w_down);
+    mat(p + "router", a.router, b.router);
+    mat(p + "gate_exps", a.gate_exps, b.gate_exps);
+    mat(p + "up_exps", a.up_exps, b.up_exps);
+    mat(p + "down_exps", a.down_exps, b.down_exps);
   }
 }
 
@@ -83,6 +89,11 @@ void check_config(const Config& got, const Config& want) {
   CHECK(got.qkv_bias == want.qkv_bias);
   CHECK(got.qk_norm == want.qk_norm);
   CHECK(got.rope_scaling.type == want.rope_scaling.type);
+  CHECK(got.moe.num_experts == want.moe.num_experts);
+  CHECK(got.moe.num_experts_used == want.moe.num_experts_used);
+  CHECK(got.moe.expert_intermediate_size == want.moe.expert_intermediate_size);
+  CHECK(got.moe.norm_topk_prob == want.moe.norm_topk_prob);
+  CHECK(got.moe.sparse_layers == want.moe.sparse_layers);
 }
 
 }  // namespace
@@ -317,6 +328,156 @@ TEST_CASE("fingerprints are stable, path-independent and content-sensitive") {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   CHECK(fingerprint({dir / "empty"}) == hex);
+}
+
+namespace {
+
+/// A tiny Qwen3-MoE: 3 layers (layer 1 dense), 4 experts of 16, top-2.
+w::TinySpec moe_spec() {
+  w::TinySpec spec;
+  spec.arch = Arch::qwen3moe;
+  spec.layers = 3;
+  spec.head_dim = 16;  // heads * head_dim != hidden, as in Qwen3
+  spec.dense_layers = {1};
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("Qwen3-MoE GGUF files load back exactly: 3-D expert tensors, dense layers, norm_topk_prob") {
+  w::TempDir dir("load-moe-gguf");
+  for (bool norm : {true, false})
+    for (bool tie : {false, true}) {
+      CAPTURE(norm);
+      CAPTURE(tie);
+      w::TinySpec spec = moe_spec();
+      spec.norm_topk_prob = norm;
+      spec.tie_embeddings = tie;
+      const auto m = w::random_model(spec, bosch::test::seed(70));
+      w::write_gguf(m, dir / "moe.gguf");
+      const Checkpoint ck = read_checkpoint(dir / "moe.gguf");
+      check_config(ck.config, m.config);
+      CHECK(ck.config.moe.sparse_layers == std::vector<bool>{true, false, true});
+      CHECK(ck.config.qk_norm);
+      CHECK(ck.config.rope_style == RopeStyle::neox);
+      check_exact(ck.weights, m.weights);
+      CHECK(ck.weights.layers[0].w_gate.empty());
+      CHECK(ck.weights.layers[1].router.empty());
+      CHECK(ck.weights.layers[2].gate_exps.rows == 4 * 16);
+      CHECK(ck.weights.bytes() == m.weights.bytes());
+      check_config(read_config(dir / "moe.gguf"), m.config);
+    }
+}
+
+TEST_CASE("Qwen3-MoE GGUF expert tensors dequantize block by block like 2-D tensors") {
+  w::TempDir dir("load-moe-quant");
+  struct Case {
+    GgmlType type;
+    int hidden, expert_ffn;
+  };
+  // Rows of a 3-D tensor run along its first dimension (hidden for gate/up,
+  // the expert size for down): multiples of the block size.
+  const Case cases[] = {{GgmlType::q8_0, 32, 32}, {GgmlType::q4_0, 32, 64}, {GgmlType::f16, 32, 16},
+                        {GgmlType::q4_k, 256, 256}, {GgmlType::q6_k, 256, 256}};
+  for (const Case& c : cases) {
+    CAPTURE(type_name(static_cast<std::uint32_t>(c.type)));
+    w::TinySpec spec = moe_spec();
+    spec.layers = 2;
+    spec.dense_layers = {};
+    spec.hidden = c.hidden;
+    spec.head_dim = 0;
+    spec.intermediate = c.expert_ffn;
+    spec.expert_intermediate = c.expert_ffn;
+    spec.experts = 3;
+    const auto m = w::random_model(spec, bosch::test::seed(71));
+    w::GgufOptions opt;
+    opt.matrix_type = c.type;
+    w::write_gguf(m, dir / "q.gguf", opt);
+    const Checkpoint ck = read_gguf(dir / "q.gguf");
+    for (std::size_t l = 0; l < ck.weights.layers.size(); ++l) {
+      const auto &got = ck.weights.layers[l], &want = m.weights.layers[l];
+      for (auto [name, a, b] : {std::tuple{"gate_exps", &got.gate_exps, &want.gate_exps},
+                                std::tuple{"up_exps", &got.up_exps, &want.up_exps},
+                                std::tuple{"down_exps", &got.down_exps, &want.down_exps}}) {
+        CAPTURE(l);
+        CAPTURE(name);
+        std::vector<float> expect(b->data.size());
+        dequantize(c.type, w::quantize(c.type, b->data), expect);
+        CHECK(a->rows == b->rows);
+        CHECK(a->cols == b->cols);
+        CHECK(a->data == expect);
+        CHECK(max_diff(a->data, b->data) > 0.0);  // really quantized
+      }
+      CHECK(got.router.data == want.router.data);  // F32, as llama.cpp keeps it
+    }
+  }
+}
+
+TEST_CASE("Qwen3-MoE Hugging Face directories load back: one tensor per expert, shards, mlp_only_layers") {
+  w::TempDir dir("load-moe-hf");
+  const auto m = w::random_model(moe_spec(), bosch::test::seed(72));
+  for (int shards : {1, 3}) {
+    CAPTURE(shards);
+    const auto d = dir / ("hf" + std::to_string(shards));
+    w::HfOptions opt;
+    opt.shards = shards;
+    w::write_hf(m, d, opt);
+    const Checkpoint ck = read_checkpoint(d);
+    check_config(ck.config, m.config);
+    check_exact(ck.weights, m.weights);
+    check_config(read_config(d), m.config);
+  }
+}
+
+TEST_CASE("Qwen3-MoE config.json: decoder_sparse_step, mlp_only_layers and transformers' defaults") {
+  nlohmann::json j = w::config_json(w::random_model(moe_spec(), bosch::test::seed(73)).config, {});
+  j["num_hidden_layers"] = 6;
+  j["decoder_sparse_step"] = 2;  // layers 1, 3, 5 sparse ...
+  j["mlp_only_layers"] = {3};    // ... but 3 dense
+  j.erase("norm_topk_prob");     // transformers' default: false
+  const Config c = parse_hf_config(j.dump(), "config.json").config;
+  CHECK(c.arch == Arch::qwen3moe);
+  CHECK(c.moe.sparse_layers == std::vector<bool>{false, true, false, false, false, true});
+  CHECK_FALSE(c.moe.norm_topk_prob);
+  CHECK(c.moe.num_experts == 4);
+  CHECK(c.moe.num_experts_used == 2);
+  CHECK(c.moe.expert_intermediate_size == 16);
+  // model_type alone names the architecture too; all-sparse needs no intermediate_size.
+  j.erase("architectures");
+  j.erase("intermediate_size");
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = nlohmann::json::array();
+  const Config all = parse_hf_config(j.dump(), "config.json").config;
+  CHECK(all.arch == Arch::qwen3moe);
+  CHECK(all.moe.sparse_layers == std::vector<bool>(6, true));
+  CHECK_FALSE(all.has_dense_layer());
+}
+
+TEST_CASE("Qwen3-MoE config.json shaped like Qwen3-30B-A3B's is read with every key honoured or ignored") {
+  const char* text = R"({
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 6144,
+    "max_position_embeddings": 40960, "max_window_layers": 48, "mlp_only_layers": [],
+    "model_type": "qwen3_moe", "moe_intermediate_size": 768, "norm_topk_prob": true,
+    "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48,
+    "num_key_value_heads": 4, "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+    "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_cache": true,
+    "use_sliding_window": false, "vocab_size": 151936})";
+  const Config c = parse_hf_config(text, "config.json").config;
+  CHECK(c.arch == Arch::qwen3moe);
+  CHECK(c.qk_norm);
+  CHECK(c.layout().num_layers == 48);
+  CHECK(c.layout().num_kv_heads == 4);
+  CHECK(c.head_dim == 128);
+  CHECK(c.moe.num_experts == 128);
+  CHECK(c.moe.num_experts_used == 8);
+  CHECK(c.moe.expert_intermediate_size == 768);
+  CHECK(c.moe.norm_topk_prob);
+  CHECK(c.moe.sparse_layers == std::vector<bool>(48, true));
+  // Active FFN work per token and layer: router 2048 x 128 plus 8 experts of 3 x 2048 x 768.
+  CHECK(ffn_flops(c, 0) == 2.0 * (2048.0 * 128 + 8 * 3 * 2048.0 * 768));
 }
 
 TEST_CASE("writers: the neox <-> interleaved row permutation is llama.cpp's and invertible") {

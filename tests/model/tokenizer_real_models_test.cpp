@@ -1,5 +1,6 @@
 // The tokenizers of the real models: stories260K (SentencePiece-style BPE with
-// scores) and SmolLM2-135M (byte-level BPE with the "smollm" pre-tokenizer),
+// scores), SmolLM2-135M (byte-level BPE with the "smollm" pre-tokenizer) and
+// Qwen2.5-Coder-0.5B (byte-level BPE, "qwen2" pre-tokenizer, 151936 tokens),
 // read from their GGUF files.
 //
 // Expected ids were produced by independent implementations, not by this
@@ -7,7 +8,11 @@
 // ModelProto built from the GGUF's pieces, scores and types (byte fallback,
 // dummy prefix, no whitespace folding); for SmolLM2, the Hugging Face
 // `tokenizers` package (0.23) with the GGUF's vocab and merges and
-// SmolLM2's pre-tokenizer (Digits(individual_digits) + ByteLevel).
+// SmolLM2's pre-tokenizer (Digits(individual_digits) + ByteLevel); for
+// Qwen2.5-Coder, `tokenizers` 0.23.3 with the GGUF's vocab and merges, Qwen2's
+// tokenizer.json pre-tokenizer (its Split regex, ByteLevel), NFC, and the
+// control / user-defined tokens as added tokens: printed by
+// `scripts/check-qwen --vectors`.
 
 #include <bosch/error.hpp>
 #include <bosch/model/gguf.hpp>
@@ -16,6 +21,7 @@
 #include "test_support.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -34,6 +40,24 @@ struct Case {
 Tokenizer load(const std::filesystem::path& path) {
   const bosch::model::gguf::File file(path);
   return Tokenizer(bosch::model::tokenizer_spec_from_gguf(file));
+}
+
+/// FNV-1a 64 of the ids, each as 4 little-endian bytes (scripts/check-qwen.py --vectors).
+std::uint64_t fnv1a(const std::vector<int>& ids) {
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  for (int id : ids)
+    for (int k = 0; k < 4; ++k) {
+      h ^= (static_cast<std::uint32_t>(id) >> (8 * k)) & 0xFFu;
+      h *= 0x100000001B3ull;
+    }
+  return h;
+}
+
+/// The text of a file of this source tree.
+std::string source_file(const char* relative) {
+  std::ifstream in(std::filesystem::path(BOSCH_SOURCE_DIR) / relative, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot read " << relative);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 /// The first `bytes` bytes of an Austen novel from the fixtures ("" if absent).
@@ -185,5 +209,103 @@ TEST_CASE("tokenizer: SmolLM2 byte-level BPE matches Hugging Face tokenizers") {
     CHECK(ids.size() > text.size() / 8);
     CHECK(ids.size() < text.size() / 3);
     CHECK(tok.decode(ids) == text);
+  }
+}
+
+TEST_CASE("tokenizer: Qwen2.5-Coder byte-level BPE matches Hugging Face tokenizers") {
+  const auto path = bosch::test::qwen_model();
+  if (path.empty()) return;
+  // Read once for the three subcase passes (151936 tokens, 151387 merges).
+  static const Tokenizer tok = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    Tokenizer t = load(path);
+    MESSAGE("Qwen2.5-Coder tokenizer read in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s");
+    return t;
+  }();
+  REQUIRE(tok.spec().kind == TokenizerSpec::Kind::byte_bpe);
+  CHECK(tok.spec().pre == "qwen2");
+  CHECK(tok.vocab_size() == 151936);
+  CHECK(tok.bos() == 151643);  // <|endoftext|>
+  CHECK(tok.eos() == 151645);  // <|im_end|>
+  CHECK(tok.encode("Hi", true) == tok.encode("Hi"));  // the GGUF asks for no BOS
+
+  // Code (indentation, operators, C++), digits one by one, whitespace runs,
+  // case-insensitive contractions, non-ASCII, control tokens as plain text,
+  // user-defined tokens (<tool_call>) matched even without parse_special.
+  const std::vector<Case> cases = {
+      {"def fibonacci(n):", {750, 75698, 1445, 1648}},
+      {"def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n",
+       {750, 75698, 1445, 982, 262, 421, 308, 366, 220, 17, 510, 286, 470, 308, 198, 262, 470, 75698, 1445, 481,
+        220, 16, 8, 488, 75698, 1445, 481, 220, 17, 340}},
+      {"#include <vector>\nint main() {\n\tstd::vector<int> v{1, 2, 3};\n\treturn static_cast<int>(v.size());  // 3\n}\n",
+       {1067, 366, 3215, 397, 396, 1887, 368, 341, 6736, 486, 3215, 4159, 29, 348, 90, 16, 11, 220, 17, 11, 220,
+        18, 2440, 853, 1099, 5303, 4159, 2235, 85, 2486, 13426, 220, 442, 220, 18, 198, 532}},
+      {"Hello world", {9707, 1879}},
+      {" Hello world", {21927, 1879}},
+      {"Hello, world! 12345 3.14", {9707, 11, 1879, 0, 220, 16, 17, 18, 19, 20, 220, 18, 13, 16, 19}},
+      {"0x1F + 1_000_000 == 1e-9", {15, 87, 16, 37, 488, 220, 16, 62, 15, 15, 15, 62, 15, 15, 15, 621, 220, 16,
+                                    68, 12, 24}},
+      {"  two  spaces\tand tabs\n\nnewlines", {220, 1378, 220, 12621, 52477, 22398, 271, 931, 7969}},
+      {"\n\n\n   \n  x  \n ", {1406, 5872, 220, 856, 2303, 220}},
+      {"I'M sure it's DON'T they'LL we've", {40, 27603, 2704, 432, 594, 44273, 17323, 807, 6, 4086, 582, 3003}},
+      {kMixed, {16647, 5233, 963, 94880, 586, 51950, 1959, 1036, 53282, 854, 11162, 99, 247, 75402, 21894,
+                102819}},
+      {kAusten, {2132, 374, 264, 8046, 60428, 25498, 11, 429, 264, 3175, 883, 304, 18721, 315, 264, 1661, 32315,
+                 11, 1969, 387, 304, 1366, 315, 264, 7403, 13}},
+      {"<|im_start|>user\nHi<|im_end|>", {27, 91, 318, 4906, 91, 29, 872, 198, 13048, 27, 91, 318, 6213, 91, 29}},
+      {"<tool_call>{}</tool_call>", {151657, 6257, 151658}},
+      {"x", {87}},
+  };
+  for (const Case& c : cases) {
+    CHECK_MESSAGE(tok.encode(c.text) == c.ids, "\"" << c.text << "\"");
+    CHECK(tok.decode(tok.encode(c.text), /*keep_special=*/true) == c.text);
+  }
+
+  SUBCASE("chat and fill-in-the-middle control tokens with parse_special") {
+    const std::string chat =
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWrite fib<|im_end|>\n"
+        "<|im_start|>assistant\n";
+    const std::vector<int> chat_ids = {151644, 8948, 198, 2610, 525, 264, 10950, 17847, 13, 151645, 198,
+                                       151644, 872, 198, 7985, 15801, 151645, 198, 151644, 77091, 198};
+    const std::string fim = "<|fim_prefix|>def f(x):\n<|fim_suffix|>\n    return y<|fim_middle|>";
+    const std::vector<int> fim_ids = {151659, 750, 282, 2075, 982, 151661, 198, 262, 470, 379, 151660};
+    CHECK(tok.encode(chat, false, /*parse_special=*/true) == chat_ids);
+    CHECK(tok.encode(fim, false, /*parse_special=*/true) == fim_ids);
+    CHECK(tok.decode(chat_ids, /*keep_special=*/true) == chat);
+    CHECK(tok.decode(fim_ids, /*keep_special=*/true) == fim);
+    CHECK(tok.decode(fim_ids) == "def f(x):\n\n    return y");  // control tokens dropped
+    CHECK(tok.is_special(151644));
+    CHECK(!tok.is_special(750));
+  }
+
+  SUBCASE("long texts encode as tokenizers does (count and digest of the ids)") {
+    struct Long {
+      const char* file;
+      std::size_t bytes, tokens;
+      std::uint64_t digest;
+    };
+    for (const Long& l : {Long{"text/emma.txt", 20000, 4840, 0x81505c8843514683ull},
+                          Long{"text/prideprejudice.txt", 102400, 24550, 0x326f0a33f9068119ull}}) {
+      const std::string text = austen(l.bytes, l.file);
+      if (text.empty()) return;
+      const auto ids = tok.encode(text);
+      CAPTURE(l.file);
+      CHECK(ids.size() == l.tokens);
+      CHECK(fnv1a(ids) == l.digest);
+      CHECK(tok.decode(ids) == text);
+    }
+  }
+
+  SUBCASE("this tree's source code round-trips") {
+    for (const char* file : {"transformer/src/model/tokenizer_bpe.cpp", "scripts/fetch-parts.py",
+                             "tests/model/tokenizer_real_models_test.cpp"}) {
+      const std::string text = source_file(file);
+      const auto ids = tok.encode(text);
+      CAPTURE(file);
+      CHECK(ids.size() > text.size() / 8);
+      CHECK(ids.size() < text.size() / 2);  // a code vocabulary: about 3-4 bytes a token
+      CHECK(tok.decode(ids, /*keep_special=*/true) == text);
+    }
   }
 }

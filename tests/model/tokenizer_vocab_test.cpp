@@ -53,10 +53,13 @@ std::vector<Case> read_cases(const std::filesystem::path& gguf_path) {
   return cases;
 }
 
-void check_vocab(const std::string& name, int expected_cases) {
+/// The vectors of vocab/ggml-vocab-<name>.gguf, encoded with the tokenizer of
+/// `model` (default: that vocabulary file itself).
+void check_vocab(const std::string& name, int expected_cases, std::filesystem::path model = {}) {
   const auto path = bosch::test::fixture("vocab/ggml-vocab-" + name + ".gguf");
   if (path.empty()) return;
-  const bosch::model::gguf::File file(path);
+  if (model.empty()) model = path;
+  const bosch::model::gguf::File file(model);
   const bosch::model::Tokenizer tok(bosch::model::tokenizer_spec_from_gguf(file));
   const auto cases = read_cases(path);
   CHECK(static_cast<int>(cases.size()) == expected_cases);
@@ -80,3 +83,13 @@ TEST_CASE("tokenizer: llama.cpp vectors, Llama-3 (llama-bpe) vocabulary") {
 }
 
 TEST_CASE("tokenizer: llama.cpp vectors, Qwen2 vocabulary") { check_vocab("qwen2", 46); }
+
+// Qwen2.5-Coder-0.5B-Instruct's own vocabulary (scripts/fetch-model --model
+// qwen2.5-coder-0.5b) has the same 151643 ordinary tokens, the same merges and
+// the same "qwen2" pre-tokenizer as this file (only some special tokens
+// differ, none of which the vectors contain), so llama.cpp's vectors hold for it.
+TEST_CASE("tokenizer: llama.cpp Qwen2 vectors on Qwen2.5-Coder's own vocabulary") {
+  const auto model = bosch::test::qwen_model();
+  if (model.empty()) return;
+  check_vocab("qwen2", 46, model);
+}

@@ -34,7 +34,7 @@ std::string where_of(const model::Model& m) {
 }  // namespace
 
 TEST_CASE("validate: well-formed models of every architecture pass") {
-  for (auto arch : {model::Arch::llama, model::Arch::qwen2, model::Arch::qwen3}) {
+  for (auto arch : {model::Arch::llama, model::Arch::qwen2, model::Arch::qwen3, model::Arch::qwen3moe}) {
     CAPTURE(model::to_string(arch));
     auto m = test::tiny_model(test::tiny_config(arch, 2), test::seed(300));
     CHECK_NOTHROW(model::validate(m));
@@ -98,4 +98,41 @@ TEST_CASE("validate: a tensor of the wrong size is named by its GGUF name") {
   auto fewer = good;
   fewer.weights.layers.pop_back();
   CHECK(where_of(fewer) == "model 'tiny-qwen3': num_layers");
+}
+
+TEST_CASE("validate: Qwen3-MoE fields and expert tensors are checked and named") {
+  const auto good = test::tiny_model(test::tiny_moe_config(), test::seed(303));  // layer 1 dense
+  CHECK_NOTHROW(model::validate(good));
+  struct Case {
+    const char* where;
+    std::function<void(model::Model&)> edit;
+  };
+  const Case cases[] = {
+      {"moe.num_experts_used", [](model::Model& m) { m.config.moe.num_experts_used = 5; }},
+      {"moe.num_experts_used", [](model::Model& m) { m.config.moe.num_experts_used = 0; }},
+      {"moe.num_experts", [](model::Model& m) { m.config.moe.num_experts = -1; }},
+      {"moe.expert_intermediate_size", [](model::Model& m) { m.config.moe.expert_intermediate_size = 0; }},
+      {"moe.sparse_layers", [](model::Model& m) { m.config.moe.sparse_layers.pop_back(); }},
+      {"moe.num_experts", [](model::Model& m) { m.config.arch = model::Arch::qwen3; }},  // experts only in qwen3moe
+      {"intermediate_size", [](model::Model& m) { m.config.intermediate_size = 0; }},    // layer 1 is dense
+      {"tensor 'blk.0.ffn_gate_inp'", [](model::Model& m) { m.weights.layers[0].router.rows -= 1; }},
+      {"tensor 'blk.2.ffn_up_exps'", [](model::Model& m) { m.weights.layers[2].up_exps.data.pop_back(); }},
+      {"tensor 'blk.0.ffn_down_exps'", [](model::Model& m) { m.weights.layers[0].down_exps.cols += 1; }},
+      // A sparse layer holds no dense FFN, a dense layer no experts.
+      {"tensor 'blk.0.ffn_gate'", [](model::Model& m) { m.weights.layers[0].w_gate = m.weights.layers[1].w_gate; }},
+      {"tensor 'blk.1.ffn_gate_inp'", [](model::Model& m) { m.weights.layers[1].router = m.weights.layers[0].router; }},
+      // Marking the dense layer sparse: its experts are missing.
+      {"tensor 'blk.1.ffn_gate'", [](model::Model& m) { m.config.moe.sparse_layers[1] = true; }},
+  };
+  for (const auto& k : cases) {
+    CAPTURE(k.where);
+    auto m = good;
+    k.edit(m);
+    CHECK(where_of(m) == std::string("model 'tiny-qwen3moe': ") + k.where);
+    CHECK_THROWS_AS(cpu::Backend{m}, invalid_argument);
+  }
+  // Without any dense layer the dense size is not needed.
+  auto all_sparse = test::tiny_model(test::tiny_moe_config(2, 4, 2, true, 2, {}), test::seed(304));
+  all_sparse.config.intermediate_size = 0;
+  CHECK_NOTHROW(model::validate(all_sparse));
 }

@@ -11,9 +11,11 @@
 ///    F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q4_K/Q6_K from floats, or raw bytes);
 ///  - SafetensorsWriter: a safetensors file (F32/F16/BF16);
 ///  - random_model(): a tiny decoder (Config + Weights + byte-level BPE
-///    TokenizerSpec) with seeded random weights, for llama/qwen2/qwen3;
-///  - write_gguf() / write_hf(): that model as a GGUF file (llama/qwen2/qwen3
-///    metadata, tokenizer.ggml.*) or as a Hugging Face directory (config.json,
+///    TokenizerSpec) with seeded random weights, for llama/qwen2/qwen3 and
+///    qwen3moe (experts in all layers but TinySpec::dense_layers);
+///  - write_gguf() / write_hf(): that model as a GGUF file (llama/qwen2/qwen3/
+///    qwen3moe metadata, 3-D expert tensors, tokenizer.ggml.*) or as a
+///    Hugging Face directory (config.json, one tensor per expert,
 ///    a minimal byte-level BPE tokenizer.json, one safetensors file or
 ///    shards with model.safetensors.index.json);
 ///  - rope_rows_neox_to_interleaved(): the row permutation llama.cpp's
@@ -44,6 +46,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -542,6 +545,12 @@ struct TinySpec {
   /// Extra rows of the embedding beyond the tokenizer's vocabulary (padding,
   /// as Qwen checkpoints have); the config's vocab_size counts them.
   int extra_vocab = 0;
+  // qwen3moe only: the mixture of experts (model::MoeConfig).
+  int experts = 4;                 ///< experts per sparse layer
+  int experts_used = 2;            ///< top-k
+  int expert_intermediate = 16;    ///< inner size of one expert
+  bool norm_topk_prob = true;
+  std::vector<int> dense_layers;   ///< layers that keep the dense FFN (mlp_only_layers)
 };
 
 /// A model held in memory, ready to be written.
@@ -570,9 +579,11 @@ inline model::Matrix matrix(boost::random::mt19937_64& rng, int rows, int cols) 
 
 /// A tiny decoder with random weights: matrices uniform with variance
 /// 1/in_features, norm gains 1 +- 0.2, biases +- 0.1 (qwen2), Q/K norms
-/// 1 +- 0.2 (qwen3). Config: RoPE style interleaved for llama (as a GGUF
-/// llama file is read), neox otherwise; qkv_bias for qwen2; qk_norm for qwen3.
-/// Same seed, same model.
+/// 1 +- 0.2 (qwen3, qwen3moe). Config: RoPE style interleaved for llama (as a
+/// GGUF llama file is read), neox otherwise; qkv_bias for qwen2; qk_norm for
+/// qwen3 and qwen3moe; for qwen3moe the spec's experts, each sparse layer
+/// with a router and stacked expert matrices (model::LayerWeights) instead
+/// of the dense FFN. Same seed, same model.
 inline TinyModel random_model(const TinySpec& spec, std::uint64_t seed) {
   TinyModel m;
   m.tokenizer = tiny_byte_bpe_vocab();
@@ -592,7 +603,15 @@ inline TinyModel random_model(const TinySpec& spec, std::uint64_t seed) {
   c.rope_style = spec.arch == model::Arch::llama ? model::RopeStyle::interleaved : model::RopeStyle::neox;
   c.tie_embeddings = spec.tie_embeddings;
   c.qkv_bias = spec.arch == model::Arch::qwen2;
-  c.qk_norm = spec.arch == model::Arch::qwen3;
+  c.qk_norm = spec.arch == model::Arch::qwen3 || spec.arch == model::Arch::qwen3moe;
+  if (spec.arch == model::Arch::qwen3moe) {
+    c.moe.num_experts = spec.experts;
+    c.moe.num_experts_used = spec.experts_used;
+    c.moe.expert_intermediate_size = spec.expert_intermediate;
+    c.moe.norm_topk_prob = spec.norm_topk_prob;
+    c.moe.sparse_layers.assign(static_cast<std::size_t>(spec.layers), true);
+    for (int l : spec.dense_layers) c.moe.sparse_layers.at(static_cast<std::size_t>(l)) = false;
+  }
 
   boost::random::mt19937_64 rng(seed);
   model::Weights& w = m.weights;
@@ -616,9 +635,17 @@ inline TinyModel random_model(const TinySpec& spec, std::uint64_t seed) {
       L.k_norm = gain(c.head_dim);
     }
     L.ffn_norm = gain(c.hidden_size);
-    L.w_gate = detail::matrix(rng, c.intermediate_size, c.hidden_size);
-    L.w_up = detail::matrix(rng, c.intermediate_size, c.hidden_size);
-    L.w_down = detail::matrix(rng, c.hidden_size, c.intermediate_size);
+    if (c.is_sparse_layer(l)) {
+      const int E = c.moe.num_experts, F = c.moe.expert_intermediate_size;
+      L.router = detail::matrix(rng, E, c.hidden_size);
+      L.gate_exps = detail::matrix(rng, E * F, c.hidden_size);
+      L.up_exps = detail::matrix(rng, E * F, c.hidden_size);
+      L.down_exps = detail::matrix(rng, E * c.hidden_size, F);
+    } else {
+      L.w_gate = detail::matrix(rng, c.intermediate_size, c.hidden_size);
+      L.w_up = detail::matrix(rng, c.intermediate_size, c.hidden_size);
+      L.w_down = detail::matrix(rng, c.hidden_size, c.intermediate_size);
+    }
     w.layers.push_back(std::move(L));
   }
   w.final_norm = gain(c.hidden_size);
@@ -667,6 +694,7 @@ struct GgufOptions {
   model::GgmlType matrix_type = model::GgmlType::f32;     ///< Q/K/V/O and FFN matrices
   model::GgmlType embedding_type = model::GgmlType::f32;  ///< token_embd (and output)
   model::GgmlType vector_type = model::GgmlType::f32;     ///< norms and biases
+  model::GgmlType router_type = model::GgmlType::f32;     ///< qwen3moe ffn_gate_inp (llama.cpp keeps it F32)
   /// Write the model's Q/K rows through rope_rows_neox_to_interleaved (for
   /// llama): use when `model`'s weights are in the HF (neox) layout and the
   /// file should compute the same function under interleaved RoPE.
@@ -676,7 +704,9 @@ struct GgufOptions {
 };
 
 /// A GgufWriter holding `m`: general.architecture/name, <arch>.* hyper-
-/// parameters (key_length when head_dim != hidden/heads), tokenizer.ggml.*
+/// parameters (key_length when head_dim != hidden/heads; for qwen3moe
+/// expert_count, expert_used_count, expert_feed_forward_length, and
+/// expert_weights_norm when norm_topk_prob is false), tokenizer.ggml.*
 /// ("gpt2" model with tokens, token_type, merges, bos/eos, add_bos_token,
 /// pre), and the tensors under llama.cpp's names (output.weight only when
 /// untied). Tests may edit it (remove_key, remove_tensor, add ...) before
@@ -706,6 +736,12 @@ inline GgufWriter gguf_writer(const TinyModel& m, const GgufOptions& opt = {}) {
     g.set_f32(a + ".rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
   }
   if (opt.write_vocab_size) g.set_u32(a + ".vocab_size", static_cast<std::uint32_t>(c.vocab_size));
+  if (c.moe.num_experts > 0) {
+    g.set_u32(a + ".expert_count", static_cast<std::uint32_t>(c.moe.num_experts));
+    g.set_u32(a + ".expert_used_count", static_cast<std::uint32_t>(c.moe.num_experts_used));
+    g.set_u32(a + ".expert_feed_forward_length", static_cast<std::uint32_t>(c.moe.expert_intermediate_size));
+    if (!c.moe.norm_topk_prob) g.set_bool(a + ".expert_weights_norm", false);
+  }
   const model::TokenizerSpec& t = m.tokenizer;
   g.set_string("tokenizer.ggml.model", t.kind == model::TokenizerSpec::Kind::spm ? "llama" : "gpt2");
   g.set_string("tokenizer.ggml.pre", t.pre);
@@ -761,9 +797,20 @@ inline GgufWriter gguf_writer(const TinyModel& m, const GgufOptions& opt = {}) {
     if (!L.q_norm.empty()) vec(p + "attn_q_norm.weight", L.q_norm);
     if (!L.k_norm.empty()) vec(p + "attn_k_norm.weight", L.k_norm);
     vec(p + "ffn_norm.weight", L.ffn_norm);
-    mat(p + "ffn_gate.weight", L.w_gate, opt.matrix_type);
-    mat(p + "ffn_up.weight", L.w_up, opt.matrix_type);
-    mat(p + "ffn_down.weight", L.w_down, opt.matrix_type);
+    if (c.is_sparse_layer(l)) {
+      // 3-D: dims fastest first, so [E, F, hidden] slowest first is {hidden, F, E}.
+      const auto E = static_cast<std::uint64_t>(c.moe.num_experts),
+                 F = static_cast<std::uint64_t>(c.moe.expert_intermediate_size),
+                 D = static_cast<std::uint64_t>(c.hidden_size);
+      mat(p + "ffn_gate_inp.weight", L.router, opt.router_type);
+      if (!skip(p + "ffn_gate_exps.weight")) g.add_tensor(p + "ffn_gate_exps.weight", opt.matrix_type, {D, F, E}, L.gate_exps.data);
+      if (!skip(p + "ffn_up_exps.weight")) g.add_tensor(p + "ffn_up_exps.weight", opt.matrix_type, {D, F, E}, L.up_exps.data);
+      if (!skip(p + "ffn_down_exps.weight")) g.add_tensor(p + "ffn_down_exps.weight", opt.matrix_type, {F, D, E}, L.down_exps.data);
+    } else {
+      mat(p + "ffn_gate.weight", L.w_gate, opt.matrix_type);
+      mat(p + "ffn_up.weight", L.w_up, opt.matrix_type);
+      mat(p + "ffn_down.weight", L.w_down, opt.matrix_type);
+    }
   }
   return g;
 }
@@ -816,11 +863,15 @@ inline std::string tokenizer_json(const model::TokenizerSpec& t) {
 /// A config.json for `c` (architectures, model_type, sizes, head_dim,
 /// rms_norm_eps, rope_theta, rope_scaling when not "none",
 /// tie_word_embeddings, max_position_embeddings, vocab_size, and for the
-/// tokenizer's bos/eos).
+/// tokenizer's bos/eos; for qwen3moe num_experts, num_experts_per_tok,
+/// moe_intermediate_size, norm_topk_prob, decoder_sparse_step 1 and the
+/// dense layers as mlp_only_layers).
 inline nlohmann::json config_json(const model::Config& c, const model::TokenizerSpec& t) {
-  static const char* const arch_names[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
+  static const char* const arch_names[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                                           "Qwen3MoeForCausalLM"};
+  static const char* const model_types[] = {"llama", "qwen2", "qwen3", "qwen3_moe"};
   nlohmann::json j = {{"architectures", {arch_names[static_cast<int>(c.arch)]}},
-                      {"model_type", model::to_string(c.arch)},
+                      {"model_type", model_types[static_cast<int>(c.arch)]},
                       {"hidden_size", c.hidden_size},
                       {"intermediate_size", c.intermediate_size},
                       {"num_hidden_layers", c.num_layers},
@@ -844,20 +895,46 @@ inline nlohmann::json config_json(const model::Config& c, const model::Tokenizer
                          {"original_max_position_embeddings", c.rope_scaling.original_max_position}};
   if (t.bos >= 0) j["bos_token_id"] = t.bos;
   if (t.eos >= 0) j["eos_token_id"] = t.eos;
+  if (c.moe.num_experts > 0) {
+    j["num_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.num_experts_used;
+    j["moe_intermediate_size"] = c.moe.expert_intermediate_size;
+    j["norm_topk_prob"] = c.moe.norm_topk_prob;
+    j["decoder_sparse_step"] = 1;
+    nlohmann::json dense = nlohmann::json::array();
+    for (int l = 0; l < c.num_layers; ++l)
+      if (!c.is_sparse_layer(l)) dense.push_back(l);
+    j["mlp_only_layers"] = dense;
+    j["router_aux_loss_coef"] = 0.001;  // training only: ignored by readers
+    j["output_router_logits"] = false;
+  }
   return j;
 }
 
+/// Values of one tensor of hf_tensors: the model's own vector (not owned) or
+/// a copy (one expert's rows of a stacked matrix).
+using TensorValues = std::shared_ptr<const std::vector<float>>;
+
 /// The tensors of `m` under Hugging Face names, in checkpoint order, as
-/// (name, shape slowest first, values).
-inline std::vector<std::tuple<std::string, std::vector<std::uint64_t>, const std::vector<float>*>> hf_tensors(
+/// (name, shape slowest first, values); the stacked expert matrices of a
+/// qwen3moe layer become one tensor per expert (mlp.experts.E.*_proj).
+inline std::vector<std::tuple<std::string, std::vector<std::uint64_t>, TensorValues>> hf_tensors(
     const TinyModel& m) {
-  std::vector<std::tuple<std::string, std::vector<std::uint64_t>, const std::vector<float>*>> out;
+  std::vector<std::tuple<std::string, std::vector<std::uint64_t>, TensorValues>> out;
+  auto borrow = [](const std::vector<float>& v) { return TensorValues(std::shared_ptr<void>(), &v); };
   auto mat = [&](const std::string& n, const model::Matrix& x) {
     out.emplace_back(n, std::vector<std::uint64_t>{static_cast<std::uint64_t>(x.rows), static_cast<std::uint64_t>(x.cols)},
-                     &x.data);
+                     borrow(x.data));
   };
   auto vec = [&](const std::string& n, const std::vector<float>& x) {
-    if (!x.empty()) out.emplace_back(n, std::vector<std::uint64_t>{x.size()}, &x);
+    if (!x.empty()) out.emplace_back(n, std::vector<std::uint64_t>{x.size()}, borrow(x));
+  };
+  // Expert e of a stacked matrix of `experts` blocks.
+  auto expert = [&](const std::string& n, const model::Matrix& x, int experts, int e) {
+    const std::size_t rows = static_cast<std::size_t>(x.rows / experts), cols = static_cast<std::size_t>(x.cols);
+    const auto first = x.data.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(e) * rows * cols);
+    out.emplace_back(n, std::vector<std::uint64_t>{rows, cols},
+                     std::make_shared<const std::vector<float>>(first, first + static_cast<std::ptrdiff_t>(rows * cols)));
   };
   const model::Weights& w = m.weights;
   mat("model.embed_tokens.weight", w.embedding);
@@ -875,9 +952,20 @@ inline std::vector<std::tuple<std::string, std::vector<std::uint64_t>, const std
     vec(p + "self_attn.q_norm.weight", L.q_norm);
     vec(p + "self_attn.k_norm.weight", L.k_norm);
     vec(p + "post_attention_layernorm.weight", L.ffn_norm);
-    mat(p + "mlp.gate_proj.weight", L.w_gate);
-    mat(p + "mlp.up_proj.weight", L.w_up);
-    mat(p + "mlp.down_proj.weight", L.w_down);
+    if (m.config.is_sparse_layer(static_cast<int>(l))) {
+      const int E = m.config.moe.num_experts;
+      mat(p + "mlp.gate.weight", L.router);
+      for (int e = 0; e < E; ++e) {
+        const std::string q = p + "mlp.experts." + std::to_string(e) + ".";
+        expert(q + "gate_proj.weight", L.gate_exps, E, e);
+        expert(q + "up_proj.weight", L.up_exps, E, e);
+        expert(q + "down_proj.weight", L.down_exps, E, e);
+      }
+    } else {
+      mat(p + "mlp.gate_proj.weight", L.w_gate);
+      mat(p + "mlp.up_proj.weight", L.w_up);
+      mat(p + "mlp.down_proj.weight", L.w_down);
+    }
   }
   vec("model.norm.weight", w.final_norm);
   if (!w.lm_head.empty()) mat("lm_head.weight", w.lm_head);

@@ -41,6 +41,9 @@ std::vector<nlohmann::json> without_seconds(std::vector<nlohmann::json> log) {
 /// were split: Mode::masks, or a resume that starts them cold).
 nlohmann::json metadata(const fs::path& p, bool with_cost = false) {
   auto meta = bosch::io::read_mask_json(p).metadata;
+  // What this run measured of its own work: wall time and, unless asked for,
+  // the forwards it computed (a resume replays for free; ranks cache their
+  // own shares).
   meta.erase("search_seconds");
   if (!with_cost) meta.erase("forwards");
   return meta;

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// bosch::cpu::Backend: the decoder forward pass (llama / qwen2 / qwen3) with
+// bosch::cpu::Backend: the decoder forward pass (llama / qwen2 / qwen3 / qwen3moe) with
 // per-KV-head attention windows, on packed batches of sequences.
 
 #include <bosch/cpu/attention.hpp>
 #include <bosch/cpu/backend.hpp>
+#include <bosch/cpu/bf16.hpp>
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/cpu/layer.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/error.hpp>
+#include <bosch/eval/backend_frame.hpp>
 #include <bosch/model/validate.hpp>
 
 #include <omp.h>
@@ -19,22 +21,15 @@ namespace bosch::cpu {
 namespace {
 
 void check_residual(const Residual& x, const model::Config& c, int first, int last) {
-  if (first < 0 || last > c.num_layers || first > last)
-    throw invalid_argument("layer range [" + std::to_string(first) + ", " + std::to_string(last) +
-                               ") outside [0, " + std::to_string(c.num_layers) + ")",
-                           "run_layers");
-  if (x.hidden != c.hidden_size || x.n_tokens < 0 ||
-      x.data.size() != static_cast<std::size_t>(x.n_tokens) * static_cast<std::size_t>(c.hidden_size))
-    throw invalid_argument("residual stream of " + std::to_string(x.n_tokens) + " x " +
-                               std::to_string(x.hidden) + " holding " + std::to_string(x.data.size()) +
-                               " values does not fit hidden size " + std::to_string(c.hidden_size),
-                           "residual");
+  frame::check_layer_range(first, last, c.num_layers, "run_layers");
+  frame::check_residual(x.n_tokens, x.hidden, x.data.size(), c.hidden_size, "residual");
 }
 
 /// Runs layers [first, last) on the packed rows x (sequence b = rows
 /// [offsets[b], offsets[b+1])): decoder_layer with the caller's hooks.
-void run_packed(const model::Model& model, const Options& options, float* x, std::span<const int> offsets,
-                int first, int last, const AttentionWindows& windows, const LayerHooks& hooks = {}) {
+void run_packed(const model::Model& model, const Options& options, const Bf16Weights* bf16, float* x,
+                std::span<const int> offsets, int first, int last, const AttentionWindows& windows,
+                const LayerHooks& hooks = {}) {
   const auto& c = model.config;
   const std::size_t N = static_cast<std::size_t>(offsets.back());
   if (first >= last || N == 0) return;
@@ -42,12 +37,12 @@ void run_packed(const model::Model& model, const Options& options, float* x, std
   int longest = 0;
   for (std::size_t b = 0; b + 1 < offsets.size(); ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
   const RopeTable rope(c, longest);
-  LayerScratch s(c, N);
+  LayerScratch s(c, N, bf16 != nullptr);
   const AttentionTiles tiles{options.tile, options.swa_tile};
   std::vector<HeadWindow> hw(static_cast<std::size_t>(c.num_kv_heads));
   for (int l = first; l < last; ++l) {
     layer_windows(windows, l, hw);
-    decoder_layer(model, l, x, LayerRows{offsets, 0}, rope, hw, tiles, s, hooks);
+    decoder_layer(model, l, x, LayerRows{offsets, 0}, rope, hw, tiles, s, hooks, bf16);
   }
 }
 
@@ -69,14 +64,9 @@ std::vector<float> project(const model::Model& model, const Options& options, co
 
 void embed_into(const model::Model& model, std::span<const int> tokens, float* x) {
   const auto& c = model.config;
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const int t = tokens[i];
-    if (t < 0 || t >= c.vocab_size)
-      throw invalid_argument("token id " + std::to_string(t) + " at position " + std::to_string(i) +
-                                 " outside the vocabulary of " + std::to_string(c.vocab_size),
-                             "tokens");
-    std::copy_n(model.weights.embedding.row(t), c.hidden_size, x + i * c.hidden_size);
-  }
+  frame::check_tokens(tokens, c.vocab_size, "tokens");
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    std::copy_n(model.weights.embedding.row(tokens[i]), c.hidden_size, x + i * c.hidden_size);
 }
 
 }  // namespace
@@ -88,7 +78,14 @@ Backend::Backend(const model::Model& model, Options options) : model_(&model), o
     throw invalid_argument("swa_tile must be >= 0, got " + std::to_string(options_.swa_tile), "swa_tile");
   if (options_.threads < 0)
     throw invalid_argument("threads must be >= 0, got " + std::to_string(options_.threads), "threads");
+  precision_ = choose_precision(options_.precision);
+  if (precision_.precision == Precision::bf16) {
+    ThreadScope threads(options_.threads);
+    bf16_ = std::make_shared<const Bf16Weights>(pack_bf16(model, precision_.kernel));
+  }
 }
+
+std::size_t Backend::packed_bytes() const noexcept { return bf16_ ? bf16_->bytes() : 0; }
 
 const model::Config& Backend::config() const noexcept { return model_->config; }
 const model::Model& Backend::model() const noexcept { return *model_; }
@@ -144,24 +141,13 @@ void Backend::run_layers(Residual& x, int first, int last, const AttentionWindow
   check_residual(x, c, first, last);
   windows.check(c.layout(), "windows");
   const int offsets[2] = {0, x.n_tokens};
-  run_packed(*model_, options_, x.data.data(), offsets, first, last, windows, hooks);
+  run_packed(*model_, options_, bf16_.get(), x.data.data(), offsets, first, last, windows, hooks);
 }
 
 std::vector<float> Backend::logits(const Residual& x, std::span<const int> positions) const {
-  const auto& c = config();
-  if (x.hidden != c.hidden_size ||
-      x.data.size() != static_cast<std::size_t>(x.n_tokens) * static_cast<std::size_t>(c.hidden_size))
-    throw invalid_argument("residual stream does not fit hidden size " + std::to_string(c.hidden_size),
-                           "residual");
-  std::vector<std::size_t> rows;
-  rows.reserve(positions.size());
-  for (int p : positions) {
-    if (p < 0 || p >= x.n_tokens)
-      throw invalid_argument("position " + std::to_string(p) + " outside the sequence of " +
-                                 std::to_string(x.n_tokens) + " tokens",
-                             "positions");
-    rows.push_back(static_cast<std::size_t>(p));
-  }
+  frame::check_residual(x.n_tokens, x.hidden, x.data.size(), config().hidden_size, "residual");
+  frame::check_positions(positions, x.n_tokens, "positions");
+  const std::vector<std::size_t> rows(positions.begin(), positions.end());
   return project(*model_, options_, x.data.data(), rows);
 }
 
@@ -175,11 +161,9 @@ std::vector<float> Backend::forward(std::span<const int> tokens, const Attention
 DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows& windows,
                              std::vector<float>* last_logits, int capacity) const {
   const auto& c = config();
-  windows.check(c.layout(), "windows");
-  if (tokens.empty()) throw invalid_argument("prefill needs at least one token", "tokens");
-  if (capacity < 0) throw invalid_argument("capacity must be >= 0, got " + std::to_string(capacity), "capacity");
+  frame::check_prefill(c, tokens, windows, capacity, "prefill");  // before the cache is allocated
   const int n = static_cast<int>(tokens.size());
-  Residual x = embed(tokens);  // checks the ids before the cache is allocated
+  Residual x = embed(tokens);
   DecodeState state;
   state.cache = KvCache(c, windows, std::max(n, capacity));
   state.windows = windows;
@@ -192,7 +176,7 @@ DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows
     state.cache.write(view.layer, view.k, view.v, view.rows, view.shape.kv_stride, n);
     return KeyValues{view.k, view.v, view.rows};
   };
-  run_packed(*model_, options_, x.data.data(), offsets, 0, c.num_layers, windows, hooks);
+  run_packed(*model_, options_, bf16_.get(), x.data.data(), offsets, 0, c.num_layers, windows, hooks);
   state.cache.advance(n);
   state.positions = n;
   if (last_logits) {
@@ -206,11 +190,7 @@ std::vector<std::vector<float>> Backend::forward_batch(std::span<const std::vect
                                                        const AttentionWindows& windows,
                                                        std::span<const std::vector<int>> positions) const {
   const auto& c = config();
-  if (positions.size() != sequences.size())
-    throw invalid_argument("forward_batch needs one position list per sequence (" +
-                               std::to_string(sequences.size()) + " sequences, " +
-                               std::to_string(positions.size()) + " position lists)",
-                           "positions");
+  frame::check_position_lists(positions.size(), sequences.size(), "positions");
   windows.check(c.layout(), "windows");
   std::vector<int> offsets{0};
   for (const auto& s : sequences) offsets.push_back(offsets.back() + static_cast<int>(s.size()));
@@ -219,15 +199,10 @@ std::vector<std::vector<float>> Backend::forward_batch(std::span<const std::vect
   std::vector<std::size_t> rows;
   for (std::size_t b = 0; b < sequences.size(); ++b) {
     embed_into(*model_, sequences[b], x.data() + static_cast<std::size_t>(offsets[b]) * d);
-    for (int p : positions[b]) {
-      if (p < 0 || p >= static_cast<int>(sequences[b].size()))
-        throw invalid_argument("position " + std::to_string(p) + " outside sequence " + std::to_string(b) +
-                                   " of " + std::to_string(sequences[b].size()) + " tokens",
-                               "positions");
-      rows.push_back(static_cast<std::size_t>(offsets[b] + p));
-    }
+    frame::check_positions(positions[b], static_cast<int>(sequences[b].size()), "positions", static_cast<int>(b));
+    for (int p : positions[b]) rows.push_back(static_cast<std::size_t>(offsets[b] + p));
   }
-  run_packed(*model_, options_, x.data(), offsets, 0, c.num_layers, windows);
+  run_packed(*model_, options_, bf16_.get(), x.data(), offsets, 0, c.num_layers, windows);
   const std::vector<float> all = project(*model_, options_, x.data(), rows);
   std::vector<std::vector<float>> out(sequences.size());
   const std::size_t vocab = static_cast<std::size_t>(c.vocab_size);
@@ -245,41 +220,33 @@ std::size_t Backend::scratch_bytes(int n) const noexcept {
   const auto& c = config();
   const auto rows = static_cast<std::size_t>(std::max(0, n));
   const auto hd = static_cast<std::size_t>(c.head_dim);
-  // h, q, k, v, attention output, gate, up; the RoPE table (cos + sin).
-  std::size_t floats = rows * (static_cast<std::size_t>(c.hidden_size) + 2 * c.num_heads * hd +
-                               2 * c.num_kv_heads * hd + 2 * static_cast<std::size_t>(c.intermediate_size)) +
-                       rows * hd;
+  // h, q, k, v, attention output, gate, up when a layer is dense (and their
+  // bf16 copy); the RoPE table (cos + sin); in sparse layers the router
+  // logits, the k gathered rows per token and their expert activations
+  // (cpu/moe.hpp).
+  const std::size_t layer = LayerScratch::bytes(c, rows, bf16_ != nullptr);
+  std::size_t floats = rows * hd;
+  if (c.moe.num_experts > 0)
+    floats += rows * (static_cast<std::size_t>(c.moe.num_experts) +
+                      static_cast<std::size_t>(c.moe.num_experts_used) *
+                          (static_cast<std::size_t>(c.hidden_size) + static_cast<std::size_t>(c.moe.expert_intermediate_size)));
   // Attention, per thread: packed queries, accumulator and a score chunk of
   // (group x tile) rows by 4 tiles of keys.
   const auto tile = static_cast<std::size_t>(std::max(1, options_.tile));
   const auto group_rows = static_cast<std::size_t>(c.num_heads / c.num_kv_heads) * tile;
   const int threads = options_.threads > 0 ? options_.threads : omp_get_max_threads();
   floats += static_cast<std::size_t>(threads) * group_rows * (2 * hd + 4 * ((tile + 7) / 8 * 8));
-  return floats * sizeof(float);
+  // The experts' gate and up blocks, per thread (moe.cpp: 128 rows x 256 columns).
+  if (c.moe.num_experts > 0) floats += static_cast<std::size_t>(threads) * 2 * 128 * 256;
+  return layer + floats * sizeof(float);
 }
 
 double Backend::flops(int n, int logit_rows, const AttentionWindows& windows) const {
-  const auto& c = config();
-  const double d = c.hidden_size, hd = c.head_dim, ff = c.intermediate_size;
-  const double qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
-  const double per_token_layer = 2.0 * (d * qd + 2.0 * d * kvd + qd * d + 3.0 * d * ff);
-  double total = per_token_layer * c.num_layers * n + 2.0 * d * c.vocab_size * logit_rows;
-  const int G = c.num_heads / c.num_kv_heads;
-  for (int l = 0; l < c.num_layers; ++l)
-    for (int g = 0; g < c.num_kv_heads; ++g) {
-      double keys = 0;
-      const bool swa = windows.is_swa(l, g);
-      for (int i = 0; i < n; ++i) {
-        if (!swa) {
-          keys += i + 1;
-        } else {
-          const int lo = std::max(0, i - windows.window + 1);
-          keys += (i + 1 - lo) + std::min(windows.sinks, lo);
-        }
-      }
-      total += 4.0 * hd * keys * G;
-    }
-  return total;
+  return frame::forward_flops(config(), n, logit_rows, windows);
+}
+
+std::size_t Backend::kv_bytes(const AttentionWindows& windows, std::int64_t tokens) const {
+  return cpu::kv_bytes(config(), windows, tokens);
 }
 
 }  // namespace bosch::cpu

@@ -8,6 +8,7 @@
 #include <bosch/cpu/layer.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/error.hpp>
+#include <bosch/eval/backend_frame.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -35,14 +36,7 @@ void check_state(const DecodeState& state, const model::Config& c) {
 std::vector<float> Backend::decode_step(DecodeState& state, int token, const AttentionWindows& windows) const {
   const auto& c = config();
   check_state(state, c);
-  if (AttentionWindows::first_difference(windows, state.windows, c.num_layers, c.num_kv_heads) != c.num_layers)
-    throw invalid_argument("decode_step windows differ from those the state was prefilled with", "windows");
-  if (token < 0 || token >= c.vocab_size)
-    throw invalid_argument("token id " + std::to_string(token) + " outside the vocabulary of " +
-                               std::to_string(c.vocab_size),
-                           "token");
-  if (state.positions == std::numeric_limits<int>::max())
-    throw invalid_argument("decode state is full", "DecodeState");
+  frame::check_decode_step(c, state.positions, token, windows, state.windows, "decode_step");
 
   ThreadScope threads(options_.threads);
   const int p = state.positions;
@@ -55,7 +49,7 @@ std::vector<float> Backend::decode_step(DecodeState& state, int token, const Att
   if (state.cache.capacity() <= p) state.cache.reserve(p < (1 << 29) ? std::max(p + 1, 2 * p) : p + 1);
   const int token_span[1] = {token};
   Residual x = embed(token_span);
-  LayerScratch s(c, 1);
+  LayerScratch s(c, 1, bf16_ != nullptr);
   LayerHooks hooks;
   KvCache& cache = state.cache;
   hooks.cache = [&cache, p](const LayerView& view) {
@@ -71,7 +65,8 @@ std::vector<float> Backend::decode_step(DecodeState& state, int token, const Att
   // stays usable.
   for (int l = 0; l < c.num_layers; ++l) {
     layer_windows(windows, l, hw);
-    decoder_layer(*model_, l, x.data.data(), LayerRows{offsets, p}, state.rope, hw, AttentionTiles{options_.tile, options_.swa_tile}, s, hooks);
+    decoder_layer(*model_, l, x.data.data(), LayerRows{offsets, p}, state.rope, hw, AttentionTiles{options_.tile, options_.swa_tile}, s, hooks,
+                  bf16_.get());
   }
   cache.advance(1);
   state.positions = p + 1;

@@ -6,6 +6,7 @@
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/cpu/kv_cache.hpp>
 #include <bosch/error.hpp>
+#include <bosch/model/kv_layout.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -15,29 +16,16 @@
 namespace bosch::cpu {
 
 std::int64_t kv_rows(bool swa, int window, int sinks, std::int64_t tokens) noexcept {
-  if (!swa) return tokens;
-  return std::min<std::int64_t>(tokens, static_cast<std::int64_t>(sinks) + window);
+  return kv::rows(swa, window, sinks, tokens);
 }
 
 std::size_t kv_bytes(const HeadLayout& layout, int head_dim, const HeadMask& mask, int window, int sinks,
                      std::int64_t tokens) {
-  if (mask.size() != 0 && !(mask.layout() == layout))
-    throw invalid_argument("mask layout " + to_string(mask.layout()) + " does not match the model's " +
-                               to_string(layout),
-                           "kv_bytes");
-  if (head_dim < 0 || tokens < 0 || sinks < 0 || window < 0)
-    throw invalid_argument("head_dim, tokens, window and sinks must be >= 0", "kv_bytes");
-  if (mask.size() != 0 && mask.count() > 0 && window < 1)
-    throw invalid_argument("window must be >= 1 when the mask has SWA heads", "kv_bytes");
-  std::int64_t rows = 0;
-  for (int l = 0; l < layout.num_layers; ++l)
-    for (int g = 0; g < layout.num_kv_heads; ++g)
-      rows += kv_rows(mask.size() != 0 && mask.swa(l, g), window, sinks, tokens);
-  return static_cast<std::size_t>(rows) * 2u * static_cast<std::size_t>(head_dim) * sizeof(float);
+  return kv::bytes(layout, head_dim, mask, window, sinks, tokens, sizeof(float));
 }
 
 std::size_t kv_bytes(const model::Config& config, const AttentionWindows& windows, std::int64_t tokens) {
-  return kv_bytes(config.layout(), config.head_dim, windows.mask, windows.window, windows.sinks, tokens);
+  return kv::bytes(config, windows, tokens, sizeof(float));
 }
 
 KvCache::KvCache(const model::Config& config, const AttentionWindows& windows, int capacity)
@@ -75,15 +63,11 @@ void KvCache::reserve(int capacity) {
 }
 
 int KvCache::slot(const Head& h, int position) const noexcept {
-  const int s = windows_.sinks;
-  if (!h.swa || position < s) return position;
-  return s + (position - s) % windows_.window;
+  return kv::slot(h.swa, windows_.window, windows_.sinks, position);
 }
 
 bool KvCache::holds(const Head& h, int position) const noexcept {
-  if (position < 0 || position >= positions_) return false;
-  if (!h.swa) return true;
-  return position < windows_.sinks || position > positions_ - windows_.window;
+  return kv::holds(h.swa, windows_.window, windows_.sinks, positions_, position);
 }
 
 void KvCache::write(int layer, const float* k, const float* v, int rows, std::size_t kv_stride, int first_reader) {
@@ -103,7 +87,7 @@ void KvCache::write(int layer, const float* k, const float* v, int rows, std::si
       const int j = start + r;
       // An SWA head stores its sinks and the keys a query at first_reader or
       // later can see (j > first_reader - window); nothing else is ever read.
-      if (h.swa && j >= windows_.sinks && j <= first_reader - windows_.window) continue;
+      if (!kv::stored(h.swa, windows_.window, windows_.sinks, j, first_reader)) continue;
       const std::size_t dst = static_cast<std::size_t>(slot(h, j)) * hd;
       const std::size_t src = static_cast<std::size_t>(r) * kv_stride + col;
       std::copy_n(k + src, hd, h.k.data() + dst);
@@ -126,7 +110,6 @@ void KvCache::attend(int layer, const float* q, float* out, const AttentionShape
   const int G = shape.num_heads / shape.num_kv_heads;
   const int hd = head_dim_;
   const int p = positions_;
-  const int s = windows_.sinks, w = windows_.window;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Threads only when there is enough work to pay for a parallel region (a
   // short context's few thousand multiply-adds run faster on one thread).
@@ -143,20 +126,14 @@ void KvCache::attend(int layer, const float* q, float* out, const AttentionShape
       const float* qrow = q + static_cast<std::size_t>(qh) * hd;
       float* o = out + static_cast<std::size_t>(qh) * hd;
       // The visible positions in increasing order, as attention_cached
-      // walks them: a full head [0, p]; an SWA head its sinks [0, min(s,
-      // p + 1)) and the ring's [max(s, p - w + 1), p].
-      int count = 0;
-      auto add = [&](int j) {
-        const std::size_t at = static_cast<std::size_t>(slot(h, j)) * static_cast<std::size_t>(hd);
-        keys[static_cast<std::size_t>(count)] = h.k.data() + at;
-        values[static_cast<std::size_t>(count)] = h.v.data() + at;
-        ++count;
-      };
-      if (!h.swa) {
-        for (int j = 0; j <= p; ++j) add(j);
-      } else {
-        for (int j = 0; j < std::min(s, p + 1); ++j) add(j);
-        for (int j = std::max(s, p - w + 1); j <= p; ++j) add(j);
+      // walks them (kv::reads): a full head [0, p]; an SWA head its sinks
+      // [0, min(s, p + 1)) and the ring's [max(s, p - w + 1), p].
+      const kv::Reads reads = kv::reads(h.swa, windows_.window, windows_.sinks, p);
+      const int count = reads.count();
+      for (int t = 0; t < count; ++t) {
+        const std::size_t at = static_cast<std::size_t>(slot(h, reads.at(t))) * static_cast<std::size_t>(hd);
+        keys[static_cast<std::size_t>(t)] = h.k.data() + at;
+        values[static_cast<std::size_t>(t)] = h.v.data() + at;
       }
       for (int c = 0; c < hd; ++c) qs[static_cast<std::size_t>(c)] = qrow[c] * scale;
       float mx = -std::numeric_limits<float>::infinity();

@@ -3,17 +3,65 @@
 
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/cpu/layer.hpp>
+#include <bosch/cpu/moe.hpp>
+
+#include <algorithm>
 
 namespace bosch::cpu {
 
-LayerScratch::LayerScratch(const model::Config& c, std::size_t rows)
+namespace {
+
+/// Values of the bf16 input buffer: rows x the widest product input's row stride.
+std::size_t bf16_values(const model::Config& c, std::size_t rows) {
+  return rows * bf16_stride(std::max({c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size}));
+}
+
+/// The products of one layer, in fp32 or bf16: `input` names the activation
+/// the next products read (converted to bf16 once for all of them), `apply`
+/// runs one product.
+class Products {
+ public:
+  Products(const Bf16Weights* bf16, Bf16Vector& buffer) : bf16_(bf16), buffer_(buffer) {}
+
+  void input(const float* x, std::size_t rows, int cols) {
+    x_ = x;
+    rows_ = rows;
+    if (bf16_) convert_bf16(x, rows, cols, buffer_.data(), bf16_->kernel);
+  }
+
+  void apply(const model::Matrix& w, const PackedMatrix& packed, const float* bias, float* y) const {
+    if (bf16_)
+      gemm_bf16(buffer_.data(), rows_, packed, bias, y, bf16_->kernel);
+    else
+      linear(x_, rows_, w, bias, y);
+  }
+
+ private:
+  const Bf16Weights* bf16_;
+  Bf16Vector& buffer_;
+  const float* x_ = nullptr;
+  std::size_t rows_ = 0;
+};
+
+}  // namespace
+
+LayerScratch::LayerScratch(const model::Config& c, std::size_t rows, bool bf16)
     : h(rows * c.hidden_size),
       q(rows * c.num_heads * c.head_dim),
       k(rows * c.num_kv_heads * c.head_dim),
       v(rows * c.num_kv_heads * c.head_dim),
       att(rows * c.num_heads * c.head_dim),
-      gate(rows * c.intermediate_size),
-      up(rows * c.intermediate_size) {}
+      gate(c.has_dense_layer() ? rows * c.intermediate_size : 0),
+      up(c.has_dense_layer() ? rows * c.intermediate_size : 0),
+      xb(bf16 ? bf16_values(c, rows) : 0) {}
+
+std::size_t LayerScratch::bytes(const model::Config& c, std::size_t rows, bool bf16) {
+  const auto hd = static_cast<std::size_t>(c.head_dim);
+  const std::size_t ff = c.has_dense_layer() ? 2 * static_cast<std::size_t>(c.intermediate_size) : 0;
+  const std::size_t floats =
+      rows * (static_cast<std::size_t>(c.hidden_size) + 2 * c.num_heads * hd + 2 * c.num_kv_heads * hd + ff);
+  return floats * sizeof(float) + (bf16 ? bf16_values(c, rows) * sizeof(std::uint16_t) : 0);
+}
 
 AttentionShape attention_shape(const model::Config& c) {
   AttentionShape shape;
@@ -32,7 +80,7 @@ void layer_windows(const AttentionWindows& windows, int layer, std::span<HeadWin
 
 void decoder_layer(const model::Model& model, int layer, float* x, const LayerRows& rows,
                    const RopeTable& rope, std::span<const HeadWindow> windows, const AttentionTiles& tiles,
-                   LayerScratch& s, const LayerHooks& hooks) {
+                   LayerScratch& s, const LayerHooks& hooks, const Bf16Weights* bf16) {
   const auto& c = model.config;
   const auto& L = model.weights.layers[static_cast<std::size_t>(layer)];
   const std::size_t N = static_cast<std::size_t>(rows.offsets.back());
@@ -40,12 +88,16 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
   const float eps = static_cast<float>(c.rms_eps);
   const AttentionShape shape = attention_shape(c);
   auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+  static const Bf16Layer fp32_layer;  // unused packed weights of the fp32 path
+  const Bf16Layer& P = bf16 ? bf16->layers[static_cast<std::size_t>(layer)] : fp32_layer;
+  Products products(bf16, s.xb);
 
   // Attention block.
   rms_norm(x, s.h.data(), N, d, L.attn_norm.data(), eps);
-  linear(s.h.data(), N, L.wq, bias(L.bq), s.q.data());
-  linear(s.h.data(), N, L.wk, bias(L.bk), s.k.data());
-  linear(s.h.data(), N, L.wv, bias(L.bv), s.v.data());
+  products.input(s.h.data(), N, d);
+  products.apply(L.wq, P.wq, bias(L.bq), s.q.data());
+  products.apply(L.wk, P.wk, bias(L.bk), s.k.data());
+  products.apply(L.wv, P.wv, bias(L.bv), s.v.data());
   if (!L.q_norm.empty()) rms_norm(s.q.data(), s.q.data(), N * c.num_heads, hd, L.q_norm.data(), eps);
   if (!L.k_norm.empty()) rms_norm(s.k.data(), s.k.data(), N * c.num_kv_heads, hd, L.k_norm.data(), eps);
   for (std::size_t b = 0; b + 1 < rows.offsets.size(); ++b) {
@@ -65,15 +117,24 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
     attention_cached(s.q.data(), static_cast<int>(N), kv.rows - static_cast<int>(N), kv.k, kv.v, s.att.data(),
                      shape, windows);
   if (hooks.blend) hooks.blend(view, s.att.data());
-  linear(s.att.data(), N, L.wo, nullptr, s.h.data());
+  products.input(s.att.data(), N, c.num_heads * hd);
+  products.apply(L.wo, P.wo, nullptr, s.h.data());
   add_inplace(x, s.h.data(), N * d);
 
-  // Feed-forward block (SwiGLU).
+  // Feed-forward block: SwiGLU, or the mixture of experts (cpu/moe.hpp).
   rms_norm(x, s.h.data(), N, d, L.ffn_norm.data(), eps);
-  linear(s.h.data(), N, L.w_gate, nullptr, s.gate.data());
-  linear(s.h.data(), N, L.w_up, nullptr, s.up.data());
+  if (c.is_sparse_layer(layer)) {
+    // The experts' products stay fp32 (cpu/moe.hpp).
+    moe_ffn(s.h.data(), N, L, c, s.moe, s.h.data());
+    add_inplace(x, s.h.data(), N * d);
+    return;
+  }
+  products.input(s.h.data(), N, d);
+  products.apply(L.w_gate, P.w_gate, nullptr, s.gate.data());
+  products.apply(L.w_up, P.w_up, nullptr, s.up.data());
   silu_mul(s.gate.data(), s.up.data(), N * static_cast<std::size_t>(c.intermediate_size));
-  linear(s.gate.data(), N, L.w_down, nullptr, s.h.data());
+  products.input(s.gate.data(), N, c.intermediate_size);
+  products.apply(L.w_down, P.w_down, nullptr, s.h.data());
   add_inplace(x, s.h.data(), N * d);
 }
 

@@ -4,6 +4,7 @@
 // and the layer heuristics (baselines/layer.hpp).
 
 #include <bosch/bosch.hpp>
+#include <bosch/callback_list.hpp>
 #include <bosch/error.hpp>
 #include <bosch/eval/compare.hpp>
 
@@ -160,6 +161,11 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
     return shared->layers_run ? shared->layers_run() : evaluator.stats().layers_run;
   };
   const auto search = [&evaluator, shared](const Options& o, LineProgress& progress) {
+    if (shared->search) {
+      CallbackList callbacks;
+      callbacks.add(progress);
+      return shared->search(o, callbacks);
+    }
     if (!shared->score_batch) return bosch::select(evaluator, o, progress);
     SharedEvaluator e{evaluator.layout(), shared.get()};
     return bosch::select(e, o, progress);

@@ -50,6 +50,8 @@ void validate(const TaskSuiteOptions& o) {
   if (o.context_length < 32)
     throw invalid_argument("must be at least 32 tokens, got " + std::to_string(o.context_length),
                            "context");
+  for (int c : o.more_contexts)
+    if (c < 32) throw invalid_argument("must be at least 32 tokens, got " + std::to_string(c), "context");
   if (o.calibration_samples < 1)
     throw invalid_argument("must be at least 1, got " + std::to_string(o.calibration_samples),
                            "samples");
@@ -63,18 +65,24 @@ void validate(const TaskSuiteOptions& o) {
 
 std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split split) {
   validate(o);
+  std::vector<int> lengths{o.context_length};
+  lengths.insert(lengths.end(), o.more_contexts.begin(), o.more_contexts.end());
   std::vector<tasks::TaskSpec> specs;
-  for (auto kind : o.kinds) {
-    tasks::TaskSpec spec;
-    spec.kind = kind;
-    spec.context_length = o.context_length;
-    spec.seed = o.seed;
-    spec.text_files = o.text_files;
-    if (o.chat) spec.format = tasks::chatml();
-    auto pair = tasks::calibration_and_held_out(spec);
-    tasks::TaskSpec s = split == tasks::Split::calibration ? pair.calibration : pair.held_out;
-    s.num_samples = split == tasks::Split::calibration ? o.calibration_samples : o.held_out_samples;
-    specs.push_back(std::move(s));
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    for (auto kind : o.kinds) {
+      tasks::TaskSpec spec;
+      spec.kind = kind;
+      spec.context_length = lengths[i];
+      // The first length keeps the task seed (its samples are those of a
+      // single-length suite); each further one gets a stream of its own.
+      spec.seed = i == 0 ? o.seed : o.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(i));
+      spec.text_files = o.text_files;
+      if (o.chat) spec.format = tasks::chatml();
+      auto pair = tasks::calibration_and_held_out(spec);
+      tasks::TaskSpec s = split == tasks::Split::calibration ? pair.calibration : pair.held_out;
+      s.num_samples = split == tasks::Split::calibration ? o.calibration_samples : o.held_out_samples;
+      specs.push_back(std::move(s));
+    }
   }
   return specs;
 }
@@ -92,8 +100,10 @@ TaskSuite make_task_suite(const TaskSuiteOptions& o, const model::Tokenizer& tok
 }
 
 nlohmann::json to_json(const TaskSuiteOptions& o) {
+  nlohmann::json contexts = nlohmann::json::array({o.context_length});
+  for (int c : o.more_contexts) contexts.push_back(c);
   return nlohmann::json{{"tasks", task_list_string(o.kinds)},
-                        {"context", o.context_length},
+                        {"context", o.more_contexts.empty() ? nlohmann::json(o.context_length) : contexts},
                         {"samples", o.calibration_samples},
                         {"held_out_samples", o.held_out_samples},
                         {"chat", o.chat},
@@ -113,7 +123,16 @@ void update_from_json(TaskSuiteOptions& o, const nlohmann::json& j, const std::s
   std::string list;
   field("tasks", list);
   if (!list.empty()) o.kinds = parse_task_list(list);
-  field("context", o.context_length);
+  if (j.contains("context") && j["context"].is_array()) {
+    std::vector<int> lengths;
+    field("context", lengths);
+    if (lengths.empty()) throw format_error("empty list", where + ": context");
+    o.context_length = lengths.front();
+    o.more_contexts.assign(lengths.begin() + 1, lengths.end());
+  } else {
+    field("context", o.context_length);
+    if (j.contains("context")) o.more_contexts.clear();
+  }
   field("samples", o.calibration_samples);
   field("held_out_samples", o.held_out_samples);
   field("chat", o.chat);

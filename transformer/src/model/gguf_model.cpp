@@ -108,6 +108,92 @@ long layer_index(const std::string& name, const std::string& prefix) {
   return (digit && i < name.size() && name[i] == '.') ? n : -1;
 }
 
+/// Refuses the tensors of mixture-of-experts variants bosch does not run
+/// (shared experts, expert score biases) in any file, and expert tensors in
+/// an architecture without experts.
+void refuse_unsupported_expert_tensors(const gguf::File& f, Arch arch) {
+  for (const auto& t : f.tensors()) {
+    const std::string& n = t.name;
+    if (n.find("_shexp") != std::string::npos)
+      throw format_error("shared-expert tensor: mixture of experts with shared experts (Qwen2-MoE, DeepSeek) "
+                         "is not supported",
+                         f.where_tensor(n));
+    if (n.find("exp_probs_b") != std::string::npos)
+      throw format_error("expert score bias: routers other than Qwen3-MoE's softmax top-k are not supported",
+                         f.where_tensor(n));
+    if (arch != Arch::qwen3moe && (n.find("ffn_gate_inp") != std::string::npos || n.find("_exps") != std::string::npos))
+      throw format_error(std::string("expert tensor in a ") + to_string(arch) +
+                             " model: mixture of experts is supported only for architecture qwen3moe",
+                         f.where_tensor(n));
+  }
+}
+
+/// The mixture-of-experts keys of a qwen3moe file (llama.cpp's converter,
+/// docs/architectures.md): expert_count, expert_used_count,
+/// expert_feed_forward_length; expert_weights_norm (default true: llama.cpp
+/// always renormalizes for qwen3moe). Keys of variants bosch does not run
+/// (shared experts, another gating function, scaled or grouped routing) are
+/// refused. A layer is sparse when it holds blk.N.ffn_gate_inp.weight (every
+/// layer, as llama.cpp writes Qwen3-MoE), dense with ffn_gate/up/down of
+/// feed_forward_length otherwise.
+void read_moe(const gguf::File& f, Config& c, const std::string& a) {
+  auto key = [&](const char* k) { return a + k; };
+  auto positive = [&](const char* k) {
+    const int v = f.get_int32(key(k));
+    if (v <= 0) throw format_error("must be positive, got " + std::to_string(v), f.where_key(key(k)));
+    return v;
+  };
+  MoeConfig& m = c.moe;
+  m.num_experts = positive("expert_count");
+  m.num_experts_used = positive("expert_used_count");
+  if (m.num_experts_used > m.num_experts)
+    throw format_error("expert_used_count " + std::to_string(m.num_experts_used) + " exceeds expert_count " +
+                           std::to_string(m.num_experts),
+                       f.where_key(key("expert_used_count")));
+  m.expert_intermediate_size = positive("expert_feed_forward_length");
+  for (const char* k : {"expert_shared_count", "expert_shared_feed_forward_length"})
+    if (f.contains(key(k)) && f.get_int(key(k)) != 0)
+      throw format_error("shared experts are not supported (Qwen3-MoE has none; Qwen2-MoE's shared expert "
+                         "is not implemented)",
+                         f.where_key(key(k)));
+  for (const char* k : {"expert_group_count", "expert_group_used_count"})
+    if (f.contains(key(k)) && f.get_int(key(k)) > 1)
+      throw format_error("grouped expert routing is not supported (only Qwen3-MoE's softmax top-k)",
+                         f.where_key(key(k)));
+  if (f.contains(key("expert_gating_func"))) {
+    const auto g = f.get_int(key("expert_gating_func"));
+    if (g != 0 && g != 1)
+      throw format_error("expert gating function " + std::to_string(g) +
+                             " is not supported (supported: 1, softmax over the expert logits)",
+                         f.where_key(key("expert_gating_func")));
+  }
+  if (f.contains(key("expert_weights_scale")) && f.get_float(key("expert_weights_scale")) != 1.0)
+    throw format_error("scaled expert weights are not supported (Qwen3-MoE uses 1)",
+                       f.where_key(key("expert_weights_scale")));
+  m.norm_topk_prob = f.get_bool(key("expert_weights_norm"), true);
+
+  // Every layer needs a tensor: bound the count before allocating per layer.
+  if (static_cast<std::size_t>(c.num_layers) > f.tensors().size())
+    throw format_error("missing tensor", f.where_tensor("blk." + std::to_string(c.num_layers - 1) + ".attn_norm.weight"));
+  m.sparse_layers.assign(static_cast<std::size_t>(c.num_layers), false);
+  int dense = -1;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    if (f.find_tensor(p + "ffn_gate_inp.weight")) {
+      m.sparse_layers[static_cast<std::size_t>(l)] = true;
+    } else if (f.find_tensor(p + "ffn_gate.weight")) {
+      if (dense < 0) dense = l;
+    } else {
+      throw format_error("missing tensor (a qwen3moe layer holds the router ffn_gate_inp, or the dense ffn_gate)",
+                         f.where_tensor(p + "ffn_gate_inp.weight"));
+    }
+  }
+  if (dense >= 0 && c.intermediate_size <= 0)
+    throw format_error("missing or not positive, but layer " + std::to_string(dense) +
+                           " is dense (no ffn_gate_inp router)",
+                       f.where_key(key("feed_forward_length")));
+}
+
 bool identical_tensors(const gguf::File& f, const gguf::TensorInfo& a, const gguf::TensorInfo& b) {
   if (a.type != b.type || a.shape != b.shape || a.size != b.size) return false;
   const auto da = f.tensor_data(a), db = f.tensor_data(b);
@@ -128,10 +214,14 @@ Config config_from_gguf(const gguf::File& f) {
   } else if (arch == "qwen3") {
     c.arch = Arch::qwen3;
     c.rope_style = RopeStyle::neox;
+  } else if (arch == "qwen3moe") {
+    c.arch = Arch::qwen3moe;
+    c.rope_style = RopeStyle::neox;
   } else {
-    throw format_error("unsupported architecture '" + arch + "' (supported: llama, qwen2, qwen3)",
+    throw format_error("unsupported architecture '" + arch + "' (supported: llama, qwen2, qwen3, qwen3moe)",
                        f.where_key("general.architecture"));
   }
+  refuse_unsupported_expert_tensors(f, c.arch);
   const std::string a = arch + ".";
   auto key = [&](const char* k) { return a + k; };
   c.name = f.get_string("general.name", "");
@@ -141,7 +231,14 @@ Config config_from_gguf(const gguf::File& f) {
   };
   c.num_layers = positive(key("block_count"), f.get_int32(key("block_count")));
   c.hidden_size = positive(key("embedding_length"), f.get_int32(key("embedding_length")));
-  c.intermediate_size = positive(key("feed_forward_length"), f.get_int32(key("feed_forward_length")));
+  if (c.arch == Arch::qwen3moe) {
+    c.intermediate_size = f.get_int32(key("feed_forward_length"), 0);  // dense layers only (read_moe)
+  } else {
+    c.intermediate_size = positive(key("feed_forward_length"), f.get_int32(key("feed_forward_length")));
+    if (f.contains(key("expert_count")) && f.get_int(key("expert_count")) != 0)
+      throw format_error("mixture of experts is supported only for architecture qwen3moe, not " + arch,
+                         f.where_key(key("expert_count")));
+  }
   c.num_heads = positive(key("attention.head_count"), f.get_int32(key("attention.head_count")));
   c.num_kv_heads = positive(key("attention.head_count_kv"),
                             f.get_int32(key("attention.head_count_kv"), c.num_heads));
@@ -214,7 +311,8 @@ Config config_from_gguf(const gguf::File& f) {
   const gguf::TensorInfo* out = f.find_tensor("output.weight");
   c.tie_embeddings = out == nullptr || (emb != nullptr && f.mapped() && identical_tensors(f, *emb, *out));
   c.qkv_bias = c.arch == Arch::qwen2 || f.find_tensor("blk.0.attn_q.bias") != nullptr;
-  c.qk_norm = c.arch == Arch::qwen3;
+  c.qk_norm = c.arch == Arch::qwen3 || c.arch == Arch::qwen3moe;
+  if (c.arch == Arch::qwen3moe) read_moe(f, c, a);
   detail::check_config(c, f.path().string());
   return c;
 }
@@ -236,7 +334,9 @@ Weights weights_from_gguf(const gguf::File& f, const Config& c) {
                  {"v", "attn_v.weight"},            {"o", "attn_output.weight"},  {"q_bias", "attn_q.bias"},
                  {"k_bias", "attn_k.bias"},         {"v_bias", "attn_v.bias"},    {"q_norm", "attn_q_norm.weight"},
                  {"k_norm", "attn_k_norm.weight"},  {"ffn_norm", "ffn_norm.weight"}, {"gate", "ffn_gate.weight"},
-                 {"up", "ffn_up.weight"},           {"down", "ffn_down.weight"}};
+                 {"up", "ffn_up.weight"},           {"down", "ffn_down.weight"},
+                 {"router", "ffn_gate_inp.weight"}, {"gate_exps", "ffn_gate_exps.weight"},
+                 {"up_exps", "ffn_up_exps.weight"}, {"down_exps", "ffn_down_exps.weight"}};
   detail::WeightOptions opt;
   opt.output = !c.tie_embeddings;
   opt.qkv_bias = c.qkv_bias;

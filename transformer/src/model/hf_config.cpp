@@ -51,6 +51,68 @@ struct Reader {
   }
 };
 
+/// True when `key` is present with a value that turns a feature on: not
+/// null, false, 0, an empty string or an empty array.
+bool set(const json& j, const char* key) {
+  if (!j.contains(key)) return false;
+  const json& v = j[key];
+  if (v.is_null()) return false;
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>() != 0.0;
+  if (v.is_string() || v.is_array() || v.is_object()) return !v.empty();
+  return true;
+}
+
+/// The mixture-of-experts fields of a Qwen3-MoE config.json (transformers'
+/// Qwen3MoeConfig; docs/architectures.md): num_experts,
+/// num_experts_per_tok, moe_intermediate_size (required), norm_topk_prob
+/// (default false, as transformers), decoder_sparse_step (1) and
+/// mlp_only_layers ([]): layer l is sparse unless l is in mlp_only_layers or
+/// (l + 1) % decoder_sparse_step != 0. Keys of variants that Qwen3-MoE's
+/// block does not implement are refused, each naming its key.
+void read_moe(const Reader& r, Config& c) {
+  const json& j = r.j;
+  // Shared experts (Qwen2-MoE, DeepSeek), other routers and their knobs.
+  static const char* const shared[] = {"shared_expert_intermediate_size", "n_shared_experts",
+                                       "num_shared_experts", "moe_shared_expert_intermediate_size"};
+  for (const char* k : shared)
+    if (set(j, k)) r.fail("shared experts are not supported (Qwen3-MoE has none)", k);
+  if (r.has("scoring_func") && !(j["scoring_func"].is_string() && j["scoring_func"].get<std::string>() == "softmax"))
+    r.fail("only the softmax router is supported", "scoring_func");
+  if (r.has("topk_method") && !(j["topk_method"].is_string() && j["topk_method"].get<std::string>() == "greedy"))
+    r.fail("only greedy top-k routing is supported", "topk_method");
+  for (const char* k : {"n_group", "topk_group"})
+    if (r.has(k) && !(j[k].is_number_integer() && j[k].get<std::int64_t>() <= 1))
+      r.fail("grouped expert routing is not supported", k);
+  if (r.has("routed_scaling_factor") && !(j["routed_scaling_factor"].is_number() &&
+                                          j["routed_scaling_factor"].get<double>() == 1.0))
+    r.fail("scaled expert weights are not supported", "routed_scaling_factor");
+  if (r.has("num_local_experts")) r.fail("Mixtral-style expert count; Qwen3-MoE names it num_experts", "num_local_experts");
+
+  MoeConfig& m = c.moe;
+  m.num_experts = r.positive_int("num_experts");
+  m.num_experts_used = r.positive_int("num_experts_per_tok");
+  if (m.num_experts_used > m.num_experts)
+    r.fail("must not exceed num_experts (" + std::to_string(m.num_experts) + "), got " +
+               std::to_string(m.num_experts_used),
+           "num_experts_per_tok");
+  m.expert_intermediate_size = r.positive_int("moe_intermediate_size");
+  m.norm_topk_prob = r.flag("norm_topk_prob", false);
+  const int step = r.positive_int("decoder_sparse_step", 1);
+  m.sparse_layers.assign(static_cast<std::size_t>(c.num_layers), false);
+  for (int l = 0; l < c.num_layers; ++l) m.sparse_layers[static_cast<std::size_t>(l)] = (l + 1) % step == 0;
+  if (r.has("mlp_only_layers")) {
+    const json& v = j["mlp_only_layers"];
+    if (!v.is_array()) r.fail("must be an array of layer indices", "mlp_only_layers");
+    for (const json& e : v) {
+      if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() >= c.num_layers)
+        r.fail("entry " + e.dump() + " is not a layer index in [0, " + std::to_string(c.num_layers) + ")",
+               "mlp_only_layers");
+      m.sparse_layers[static_cast<std::size_t>(e.get<std::int64_t>())] = false;
+    }
+  }
+}
+
 }  // namespace
 
 HfConfig parse_hf_config(std::string_view text, const std::string& where) {
@@ -85,16 +147,29 @@ HfConfig parse_hf_config(std::string_view text, const std::string& where) {
   } else if (arch == "Qwen3ForCausalLM" || arch == "qwen3") {
     c.arch = Arch::qwen3;
     c.qk_norm = true;
+  } else if (arch == "Qwen3MoeForCausalLM" || arch == "qwen3_moe") {
+    c.arch = Arch::qwen3moe;
+    c.qk_norm = true;
   } else {
     r.fail("unsupported architecture '" + arch +
-               "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+               "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+               "Qwen3MoeForCausalLM)",
            arch_field);
   }
   if (r.has("_name_or_path") && j["_name_or_path"].is_string()) c.name = j["_name_or_path"].get<std::string>();
 
   c.hidden_size = r.positive_int("hidden_size");
-  c.intermediate_size = r.positive_int("intermediate_size");
   c.num_layers = r.positive_int("num_hidden_layers");
+  if (c.arch == Arch::qwen3moe) {
+    read_moe(r, c);
+    // The dense SwiGLU size matters only where a layer is dense.
+    if (c.has_dense_layer() || r.has("intermediate_size")) c.intermediate_size = r.positive_int("intermediate_size");
+  } else {
+    c.intermediate_size = r.positive_int("intermediate_size");
+    for (const char* k : {"num_experts", "num_local_experts", "n_routed_experts"})
+      if (set(j, k))
+        r.fail(std::string("mixture of experts is supported only for Qwen3MoeForCausalLM, not ") + arch, k);
+  }
   c.num_heads = r.positive_int("num_attention_heads");
   c.num_kv_heads = r.positive_int("num_key_value_heads", c.num_heads);
   if (c.num_heads % c.num_kv_heads != 0)
@@ -119,8 +194,8 @@ HfConfig parse_hf_config(std::string_view text, const std::string& where) {
   if (r.flag("mlp_bias", false)) r.fail("MLP biases are not supported", "mlp_bias");
   if (c.arch == Arch::llama && r.flag("attention_bias", false))
     r.fail("attention biases (including the output projection's) are not supported", "attention_bias");
-  if (c.arch == Arch::qwen3 && r.flag("attention_bias", false))
-    r.fail("attention biases are not supported for qwen3", "attention_bias");
+  if ((c.arch == Arch::qwen3 || c.arch == Arch::qwen3moe) && r.flag("attention_bias", false))
+    r.fail(std::string("attention biases are not supported for ") + to_string(c.arch), "attention_bias");
 
   if (r.has("rope_scaling")) {
     const json& s = j["rope_scaling"];

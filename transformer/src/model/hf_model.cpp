@@ -148,7 +148,11 @@ detail::TensorNames hf_names() {
                  {"ffn_norm", "post_attention_layernorm.weight"},
                  {"gate", "mlp.gate_proj.weight"},
                  {"up", "mlp.up_proj.weight"},
-                 {"down", "mlp.down_proj.weight"}};
+                 {"down", "mlp.down_proj.weight"},
+                 {"router", "mlp.gate.weight"},
+                 {"gate_exps", "mlp.experts.{e}.gate_proj.weight"},
+                 {"up_exps", "mlp.experts.{e}.up_proj.weight"},
+                 {"down_exps", "mlp.experts.{e}.down_proj.weight"}};
   return names;
 }
 
@@ -160,6 +164,9 @@ void resolve_tie(Config& c, const HfConfig& hc, const Shards& s) {
 void check_layers(const Config& c, const Shards& s) {
   const std::string prefix = "model.layers.";
   for (const auto& [name, ft] : s.tensors) {
+    if (name.find(".shared_expert") != std::string::npos)
+      throw format_error("shared-expert tensor: mixture of experts with shared experts (Qwen2-MoE) is not supported",
+                         ft.first->where_tensor(name));
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
     std::size_t i = prefix.size();
     long l = 0;

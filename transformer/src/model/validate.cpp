@@ -4,6 +4,7 @@
 #include <bosch/error.hpp>
 #include <bosch/model/validate.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,6 +12,8 @@
 
 namespace bosch::model {
 namespace {
+
+constexpr int max_experts = 1 << 16;
 
 std::string label(const std::string& source, const Config& c) {
   if (!source.empty()) return source;
@@ -38,6 +41,37 @@ struct TensorCheck {
   }
 };
 
+/// The mixture-of-experts fields: none outside qwen3moe; E, k and the expert
+/// size positive, k <= E, one sparse_layers entry per layer.
+void validate_moe(const Config& c, const std::string& where) {
+  const MoeConfig& m = c.moe;
+  if (m.num_experts == 0 && m.sparse_layers.empty()) return;
+  if (c.arch != Arch::qwen3moe)
+    throw invalid_argument(std::string("mixture of experts is supported only for qwen3moe, not ") + to_string(c.arch),
+                           where + "moe.num_experts");
+  if (m.num_experts <= 0 || m.num_experts > max_experts)
+    throw invalid_argument("must be in [1, " + std::to_string(max_experts) + "], got " +
+                               std::to_string(m.num_experts),
+                           where + "moe.num_experts");
+  if (m.num_experts_used <= 0 || m.num_experts_used > m.num_experts)
+    throw invalid_argument("must be in [1, num_experts = " + std::to_string(m.num_experts) + "], got " +
+                               std::to_string(m.num_experts_used),
+                           where + "moe.num_experts_used");
+  if (m.expert_intermediate_size <= 0)
+    throw invalid_argument("must be positive, got " + std::to_string(m.expert_intermediate_size),
+                           where + "moe.expert_intermediate_size");
+  if (m.sparse_layers.size() != static_cast<std::size_t>(c.num_layers))
+    throw invalid_argument(std::to_string(m.sparse_layers.size()) + " entries for " + std::to_string(c.num_layers) +
+                               " layers",
+                           where + "moe.sparse_layers");
+  // Stacked expert matrices are indexed with int rows.
+  const auto rows = static_cast<std::uint64_t>(m.num_experts) *
+                    static_cast<std::uint64_t>(std::max(c.hidden_size, m.expert_intermediate_size));
+  if (rows > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    throw invalid_argument("num_experts * max(hidden_size, expert_intermediate_size) overflows int",
+                           where + "moe.num_experts");
+}
+
 }  // namespace
 
 void validate(const Config& c, const std::string& source) {
@@ -47,8 +81,9 @@ void validate(const Config& c, const std::string& source) {
   };
   positive(c.vocab_size, "vocab_size");
   positive(c.hidden_size, "hidden_size");
-  positive(c.intermediate_size, "intermediate_size");
   positive(c.num_layers, "num_layers");
+  validate_moe(c, where);
+  if (c.has_dense_layer()) positive(c.intermediate_size, "intermediate_size");
   positive(c.num_heads, "num_heads");
   positive(c.num_kv_heads, "num_kv_heads");
   positive(c.head_dim, "head_dim");
@@ -102,9 +137,16 @@ void validate(const Model& model) {
     check.vector(L.q_norm, norm * hd, p + "attn_q_norm");
     check.vector(L.k_norm, norm * hd, p + "attn_k_norm");
     check.vector(L.ffn_norm, static_cast<std::size_t>(d), p + "ffn_norm");
-    check.matrix(L.w_gate, ff, d, p + "ffn_gate");
-    check.matrix(L.w_up, ff, d, p + "ffn_up");
-    check.matrix(L.w_down, d, ff, p + "ffn_down");
+    const bool sparse = c.is_sparse_layer(l);
+    const int E = sparse ? c.moe.num_experts : 0, F = sparse ? c.moe.expert_intermediate_size : 0;
+    const int dense_ff = sparse ? 0 : ff, dense_d = sparse ? 0 : d;
+    check.matrix(L.w_gate, dense_ff, dense_d, p + "ffn_gate");
+    check.matrix(L.w_up, dense_ff, dense_d, p + "ffn_up");
+    check.matrix(L.w_down, dense_d, dense_ff, p + "ffn_down");
+    check.matrix(L.router, E, sparse ? d : 0, p + "ffn_gate_inp");
+    check.matrix(L.gate_exps, E * F, sparse ? d : 0, p + "ffn_gate_exps");
+    check.matrix(L.up_exps, E * F, sparse ? d : 0, p + "ffn_up_exps");
+    check.matrix(L.down_exps, E * d, F, p + "ffn_down_exps");
   }
 }
 

@@ -29,13 +29,29 @@ std::string TensorNames::layer(int l, const std::string& role) const {
   return layer_prefix + std::to_string(l) + "." + role;
 }
 
+std::string TensorNames::expert(int l, const std::string& role, int e) const {
+  std::string name = layer(l, role);
+  const auto at = name.find("{e}");
+  if (at != std::string::npos) name.replace(at, 3, std::to_string(e));
+  return name;
+}
+
+bool TensorNames::per_expert(const std::string& role) const {
+  return layer(0, role).find("{e}") != std::string::npos;
+}
+
 namespace {
 
+/// One tensor to read: into a vector, or into a matrix of `rows` x `cols`
+/// starting at float `offset` (a stacked expert matrix gets one job per
+/// expert from Hugging Face files, one job for all experts from GGUF).
 struct Job {
   std::string name;
   std::vector<std::uint64_t> shape;  // expected, slowest first
   std::vector<float>* vec = nullptr;
   Matrix* mat = nullptr;
+  std::uint64_t rows = 0, cols = 0;  // of *mat
+  std::uint64_t offset = 0;          // floats into *mat
 };
 
 /// Shapes equal up to leading dimensions of size 1 on either side.
@@ -68,10 +84,26 @@ Weights fill_weights(const TensorSource& src, const Config& c, const TensorNames
              d = static_cast<std::uint64_t>(c.head_dim);
   std::vector<Job> jobs;
   auto mat = [&](const std::string& n, Matrix& m, std::uint64_t rows, std::uint64_t cols) {
-    jobs.push_back({n, {rows, cols}, nullptr, &m});
+    jobs.push_back({n, {rows, cols}, nullptr, &m, rows, cols, 0});
   };
   auto vec = [&](const std::string& n, std::vector<float>& v, std::uint64_t len) {
-    jobs.push_back({n, {len}, &v, nullptr});
+    jobs.push_back({n, {len}, &v, nullptr, 0, 0, 0});
+  };
+  const auto E = static_cast<std::uint64_t>(c.moe.num_experts),
+             FE = static_cast<std::uint64_t>(c.moe.expert_intermediate_size);
+  // The experts of `role` stacked into m: E matrices of rows x cols.
+  auto experts = [&](int l, const char* role, Matrix& m, std::uint64_t rows, std::uint64_t cols) {
+    if (!names.per_expert(role)) {
+      jobs.push_back({names.layer(l, role), {E, rows, cols}, nullptr, &m, E * rows, cols, 0});
+      return;
+    }
+    for (std::uint64_t e = 0; e < E; ++e) {
+      const std::string n = names.expert(l, role, static_cast<int>(e));
+      // Checked here, not in pass 1: a corrupt expert count must not make
+      // millions of jobs before the first missing tensor is noticed.
+      if (!src.has(n)) throw format_error("missing tensor", src.where_tensor(n));
+      jobs.push_back({n, {rows, cols}, nullptr, &m, E * rows, cols, e * rows * cols});
+    }
   };
   mat(names.embedding, w.embedding, V, D);
   for (int l = 0; l < c.num_layers; ++l) {
@@ -92,9 +124,16 @@ Weights fill_weights(const TensorSource& src, const Config& c, const TensorNames
       vec(n("k_norm"), L.k_norm, d);
     }
     vec(n("ffn_norm"), L.ffn_norm, D);
-    mat(n("gate"), L.w_gate, F, D);
-    mat(n("up"), L.w_up, F, D);
-    mat(n("down"), L.w_down, D, F);
+    if (c.is_sparse_layer(l)) {
+      mat(n("router"), L.router, E, D);
+      experts(l, "gate_exps", L.gate_exps, FE, D);
+      experts(l, "up_exps", L.up_exps, FE, D);
+      experts(l, "down_exps", L.down_exps, D, FE);
+    } else {
+      mat(n("gate"), L.w_gate, F, D);
+      mat(n("up"), L.w_up, F, D);
+      mat(n("down"), L.w_down, D, F);
+    }
   }
   vec(names.final_norm, w.final_norm, D);
   if (opt.output) mat(names.output, w.lm_head, V, D);
@@ -114,10 +153,13 @@ Weights fill_weights(const TensorSource& src, const Config& c, const TensorNames
     std::uint64_t n = 1;
     for (auto x : j.shape) n *= x;
     if (j.mat) {
-      j.mat->rows = static_cast<int>(j.shape[0]);
-      j.mat->cols = static_cast<int>(j.shape[1]);
-      j.mat->data.resize(static_cast<std::size_t>(n));
-      src.read(j.name, j.mat->data);
+      if (j.mat->data.empty()) {  // the first job of this matrix
+        j.mat->rows = static_cast<int>(j.rows);
+        j.mat->cols = static_cast<int>(j.cols);
+        j.mat->data.resize(static_cast<std::size_t>(j.rows * j.cols));
+      }
+      src.read(j.name, std::span<float>(j.mat->data).subspan(static_cast<std::size_t>(j.offset),
+                                                              static_cast<std::size_t>(n)));
     } else {
       j.vec->resize(static_cast<std::size_t>(n));
       src.read(j.name, *j.vec);

@@ -36,10 +36,18 @@ struct TensorNames {
   /// Per-layer tensors are named layer_prefix + layer index + "." + suffix.
   std::string layer_prefix;
   /// The suffix of each role: attn_norm, q, k, v, o, q_bias, k_bias, v_bias,
-  /// q_norm, k_norm, ffn_norm, gate, up, down.
+  /// q_norm, k_norm, ffn_norm, gate, up, down, and for sparse (MoE) layers
+  /// router, gate_exps, up_exps, down_exps. An expert role whose suffix holds
+  /// "{e}" names one tensor per expert (Hugging Face:
+  /// "mlp.experts.{e}.gate_proj.weight", [F, hidden] each); otherwise one
+  /// 3-D tensor holds all experts (GGUF: "ffn_gate_exps.weight", [E, F, hidden]).
   std::vector<std::pair<std::string, std::string>> roles;
   /// Name of a per-layer tensor (a role without a suffix is used as one).
   std::string layer(int layer, const std::string& role) const;
+  /// Name of expert `expert`'s tensor of `role` ("{e}" replaced by the index).
+  std::string expert(int layer, const std::string& role, int expert) const;
+  /// True when `role` names one tensor per expert.
+  bool per_expert(const std::string& role) const;
 };
 
 /// What to read besides the always-present tensors.

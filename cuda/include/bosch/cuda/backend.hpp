@@ -20,6 +20,14 @@
 /// frequencies as the CPU backend (cpu::rope_inv_freq), with the sines and
 /// cosines computed in double on the device.
 ///
+/// Mixture of experts (Qwen3-MoE sparse layers, cpu/moe.hpp). The routing is
+/// computed on the host, from the fp32 residual with the CPU backend's own
+/// RMSNorm, router GEMM and cpu::route_top_k (one device-to-host copy of the
+/// residual per sparse layer); each active expert then runs two cuBLAS GEMMs
+/// over its gathered rows (16-bit inputs, fp32 output), and one kernel adds
+/// each token's weighted expert outputs, in order of falling weight, to the
+/// residual. Scratch: k x (hidden + 3 F) values per token and layer call.
+///
 /// Attention kernel. Flash-style: a block owns a tile of query rows of one
 /// query head, walks the key tiles its KV head may see (attention_tiles.hpp:
 /// sink tiles, then the tiles of the sliding window; a key tile wholly
@@ -29,6 +37,13 @@
 /// accumulation; P rounded to 16 bits for the PV product as in
 /// FlashAttention-2); other head dims (<= 256) use a CUDA-core kernel with
 /// one warp per query row.
+///
+/// Incremental decoding. prefill + decode_step keep the hybrid KV cache of
+/// the CPU backend on the device (DecodeState: the same slots, 16-bit
+/// values); a decode step runs its one row through the same GEMMs and Q/K/V
+/// kernel and attends the cache with a decode kernel that reads a full head
+/// linearly and an SWA head from its sink and ring slots, split over the keys
+/// in chunks combined in a fixed order (docs/deployment.md, "Hybrid KV cache").
 ///
 /// Determinism. No atomics anywhere; every reduction has a fixed order, so the
 /// same tokens and windows on the same GPU and library build give bit-identical
@@ -51,6 +66,7 @@
 #include <bosch/model/windows.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -124,6 +140,52 @@ class Residual {
   int device_ = 0;
 };
 
+/// The state of one sequence for incremental (greedy) decoding on the device,
+/// made by Backend::prefill and grown by Backend::decode_step: the hybrid KV
+/// cache with the CPU backend's layout (model/kv_slots.hpp; docs/deployment.md,
+/// "Hybrid KV cache"): per layer and KV head, a full head keeps every
+/// position, an SWA head its sinks and a ring of the last `window` positions,
+/// in the same slots as cpu::KvCache. Keys (RoPE applied, after the optional
+/// K norm) and values are stored in the backend's 16-bit type, every head's
+/// rows packed into one K and one V buffer (kv::Layout) allocated once for
+/// the capacity, so bytes() is exactly kv::bytes(config, windows, capacity(),
+/// 2). Move-only; owns its device memory.
+class DecodeState {
+ public:
+  /// An empty state (no device memory); decode_step refuses it.
+  DecodeState();
+  ~DecodeState();
+  DecodeState(DecodeState&& other) noexcept;
+  DecodeState& operator=(DecodeState&& other) noexcept;
+  DecodeState(const DecodeState&) = delete;
+  DecodeState& operator=(const DecodeState&) = delete;
+
+  bool empty() const noexcept;
+  /// Tokens processed so far (the next token sits at this position).
+  int positions() const noexcept;
+  /// Positions the cache has room for before decode_step must grow it.
+  int capacity() const noexcept;
+  /// Device bytes of the K and V buffers; equals Backend::kv_bytes(windows(),
+  /// capacity()).
+  std::size_t bytes() const noexcept;
+  /// The windows the cache was built under (decode_step must get the same).
+  const AttentionWindows& windows() const noexcept;
+  /// Rows (positions) head (layer, kv_head) owns: capacity() for a full head,
+  /// min(capacity(), sinks + window) for an SWA head; 0 outside the model.
+  std::int64_t head_rows(int layer, int kv_head) const noexcept;
+  /// The stored key / value of (layer, kv_head) at `position`, downloaded
+  /// (head_dim values, the 16-bit values as fp32), or empty when the head
+  /// does not hold that position (not yet written, or evicted from an SWA
+  /// head's ring): the same positions as cpu::KvCache::key. For tests.
+  std::vector<float> key(int layer, int kv_head, int position) const;
+  std::vector<float> value(int layer, int kv_head, int position) const;
+
+ private:
+  friend class Backend;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// The CUDA backend. Holds a reference to the model (which must outlive it)
 /// for its configuration and tokenizer; the weights are copied to the device
 /// on construction and the host copy is not read again.
@@ -190,10 +252,48 @@ class Backend {
                                                 std::span<const AttentionWindows* const> windows,
                                                 std::span<const std::vector<int>> positions) const;
 
+  /// Incremental decoding, step 1 (as cpu::Backend::prefill): runs the
+  /// forward pass over `tokens` (the same pass as forward(), so the logits
+  /// are bitwise those of forward(tokens, windows, {n - 1})) while storing in
+  /// the hybrid KV cache the keys and values each head will read later. The
+  /// cache has room for `capacity` positions (at least the n tokens; 0 = n),
+  /// allocated once; decode_step doubles it when the context outgrows it, so
+  /// pass the prompt plus the tokens to generate. When `last_logits` is
+  /// given it receives the logits of the last position ([vocab]). Throws
+  /// bosch::invalid_argument before any device work for windows that do not
+  /// fit the model (a mask of another layout, naming both layouts), an empty
+  /// sequence, a negative capacity or an id outside the vocabulary
+  /// (frame::check_prefill); bosch::device_error when the cache does not fit
+  /// in device memory.
+  DecodeState prefill(std::span<const int> tokens, const AttentionWindows& windows,
+                      std::vector<float>* last_logits = nullptr, int capacity = 0) const;
+
+  /// Incremental decoding, step 2 (as cpu::Backend::decode_step): appends
+  /// `token` at position state.positions(), runs it through all layers (one
+  /// row: the same GEMMs and Q/K/V kernel as the forward pass), stores its
+  /// keys and values (an SWA head overwrites the oldest slot of its ring),
+  /// and attends the cache with the decode-attention kernel (a full head
+  /// reads its positions in order, an SWA head its sinks and ring: at most
+  /// sinks + window keys). Returns the logits ([vocab], fp32). Equal to
+  /// forward(all tokens, windows, {n}) up to 16-bit rounding (the forward's
+  /// tensor-core kernel rounds P to 16 bits, the decode kernel keeps it in
+  /// fp32; GEMMs of one row may sum in another order). `windows` must be the
+  /// windows of the prefill (bosch::invalid_argument otherwise), as must the
+  /// token range; a state of another model, device or dtype is refused.
+  std::vector<float> decode_step(DecodeState& state, int token, const AttentionWindows& windows) const;
+
+  /// Exact device bytes of this backend's hybrid KV cache with room for
+  /// `tokens` positions under `windows` (16-bit values: kv::bytes(config,
+  /// windows, tokens, 2)); what DecodeState::bytes() reports for a state of
+  /// that capacity.
+  std::size_t kv_bytes(const AttentionWindows& windows, std::int64_t tokens) const;
+
   /// Floating-point operations of one forward over n tokens with logits at
-  /// `logit_rows` rows (the same count as cpu::Backend::flops): 2 x (layer
-  /// weights) per token, 2 x hidden x vocab per logit row, 4 x head_dim per
-  /// (query head, visible key).
+  /// `logit_rows` rows (frame::forward_flops, eval/backend_frame.hpp: the
+  /// same count as cpu::Backend::flops): 2 x (layer weights) per token (in
+  /// a Qwen3-MoE sparse layer the router and the experts a token runs),
+  /// 2 x hidden x vocab per logit row, 4 x head_dim per (query head, visible
+  /// key).
   double flops(int n, int logit_rows, const AttentionWindows& windows) const;
 
  private:

@@ -70,6 +70,37 @@ std::vector<float> attention(std::span<const float> q, std::span<const float> k,
                              std::span<const float> v, const AttentionProblem& problem,
                              const Options& options = {});
 
+/// A decode-attention problem: one query at position `position` whose keys
+/// and values (positions 0 .. position) were stored in the hybrid KV cache
+/// of one layer the way the backend stores them (model/kv_slots.hpp):
+/// positions [0, prefill) by one prefill write (first reader `prefill`),
+/// then every later position by its own decode-step write (first reader
+/// itself), so SWA heads wrap their rings when position >= sinks + window.
+struct DecodeProblem {
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int position = 0;          ///< the query's position p >= 0
+  int prefill = 1;           ///< positions of the first write, in [1, p + 1]
+  std::vector<int> windows;  ///< per KV head, 0 = full; empty = all full
+  int sinks = 0;             ///< sinks of the windowed heads
+};
+
+/// What decode_attention returns: the attention output and the cache as the
+/// kernels left it.
+struct DecodeResult {
+  std::vector<float> out;                      ///< [Hq, d], rounded to options.dtype
+  std::vector<std::vector<float>> keys;        ///< per KV head, its rows [kv::rows, d] in slot order
+  std::vector<std::vector<float>> values;      ///< as keys; unwritten slots are NaN
+};
+
+/// The backend's KV-cache write kernel and decode-attention kernel on host
+/// data: q [Hq, d] (the query at `position`), k and v [position + 1, Hkv, d]
+/// fp32 (rounded to options.dtype on upload). Scale 1/sqrt(d). A full head
+/// gets position + 1 rows, an SWA head min(position + 1, sinks + window).
+DecodeResult decode_attention(std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                              const DecodeProblem& problem, const Options& options = {});
+
 /// Device-resident random inputs of an attention problem (2^20 values uniform
 /// in [-1, 1) from Boost.Random with `seed`, repeated with a shift to fill
 /// large problems quickly) and timed runs of the kernel (CUDA events).

@@ -11,7 +11,7 @@
 ///
 /// Every member that communicates is collective: every process of the
 /// communicator calls it, in the same order. bosch's SPMD design (docs in
-/// README "Running with MPI") guarantees that: every process runs the same
+/// docs/mpi.md) guarantees that: every process runs the same
 /// deterministic search on the same scores.
 
 #include <bosch/error.hpp>

@@ -6,7 +6,7 @@
 /// an MPI communicator, for an SPMD search (every process runs the same
 /// bosch::select with the same options on its own ParallelEvaluator).
 ///
-/// Two kinds of parallelism (README "Running with MPI"):
+/// Two kinds of parallelism (docs/mpi.md):
 ///
 /// - Mode::samples: every process scores every mask on its contiguous share
 ///   of the calibration samples (the first N mod P processes one sample more).

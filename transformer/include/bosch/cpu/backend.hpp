@@ -11,23 +11,31 @@
 /// sliding-window head, key tiles wholly outside its window (and its sinks)
 /// are never touched, so an SWA head costs O(n * w), not O(n^2).
 ///
+/// Options::precision runs the seven products of each layer (Q, K, V, O,
+/// gate, up, down) in bf16 with fp32 accumulation instead (cpu/precision.hpp,
+/// docs/precision.md); attention, norms, RoPE and the logits stay fp32.
+///
 /// Layer-wise entry points (embed, run_layers, logits) let an evaluator keep
 /// the residual stream entering a layer and restart from the lowest layer a
 /// new mask changes. Every entry point runs the one decoder layer of
 /// cpu/layer.hpp; they differ only in its hooks.
 
 #include <bosch/cpu/kv_cache.hpp>
+#include <bosch/cpu/precision.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/model/windows.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 namespace bosch::cpu {
 
-struct LayerHooks;  // cpu/layer.hpp
+struct LayerHooks;   // cpu/layer.hpp
+struct Bf16Weights;  // cpu/bf16.hpp
 
 /// Backend settings.
 struct Options {
@@ -39,6 +47,11 @@ struct Options {
   /// (see cpu/attention.hpp). A window at least as long as the sequence runs
   /// as a full head, so it gives exactly the full-attention result.
   int swa_tile = 0;
+  /// Precision of the layers' products (cpu/precision.hpp): fp32 (the
+  /// default: references, held-out figures, published tables), bf16, or
+  /// automatic (bf16 where the CPU has AMX-BF16 or AVX512_BF16, else fp32).
+  /// What runs is Backend::precision().
+  Precision precision = Precision::fp32;
 };
 
 /// The residual stream of one sequence: [n_tokens, hidden] row-major fp32.
@@ -98,6 +111,8 @@ struct DecodeState {
   /// Bytes the KV cache has allocated; equals kv_bytes(config, windows,
   /// cache.capacity()).
   std::size_t bytes() const noexcept { return cache.allocated_bytes(); }
+  /// Positions the cache has room for before decode_step must grow it.
+  int capacity() const noexcept { return cache.capacity(); }
 };
 
 /// The CPU backend. Holds a reference to the model, which must outlive it.
@@ -108,12 +123,19 @@ class Backend {
   using Residual = cpu::Residual;
 
   /// @param model  a loaded model (weights in fp32)
-  /// @param options threads and tile size
+  /// @param options threads, tile sizes and precision; for bf16 (chosen or
+  ///                automatic) the layer weights are packed to bf16 here,
+  ///                once, and shared by copies of the backend
   explicit Backend(const model::Model& model, Options options = {});
 
   const model::Config& config() const noexcept;
   const model::Model& model() const noexcept;
   const Options& options() const noexcept { return options_; }
+  /// The precision that runs (choose_precision(options.precision) at
+  /// construction: the CPU's features, less $BOSCH_CPU_DISABLE) and why.
+  const PrecisionChoice& precision() const noexcept { return precision_; }
+  /// Bytes of the bf16 copies of the layer weights (0 in fp32).
+  std::size_t packed_bytes() const noexcept;
   HeadLayout layout() const;
 
   /// Token embeddings of `tokens` (the residual stream entering layer 0).
@@ -179,21 +201,31 @@ class Backend {
   std::vector<float> decode_step(DecodeState& state, int token, const AttentionWindows& windows) const;
 
   /// Bytes of scratch memory one forward over n tokens allocates: the
-  /// activations of one layer, the RoPE table and the attention's per-thread
-  /// buffers (excluding the residual stream, n x hidden floats, and the
-  /// logits, vocab floats per requested position).
+  /// activations of one layer (with their bf16 copy in bf16), the RoPE
+  /// table and the attention's per-thread buffers (excluding the residual
+  /// stream, n x hidden floats, and the logits, vocab floats per requested
+  /// position).
   std::size_t scratch_bytes(int n) const noexcept;
 
   /// Floating-point operations of one forward over n tokens with logits at
-  /// `logit_rows` positions: 2 x (layer weights) per token for the
-  /// projections and FFN, 2 x hidden x vocab per logit row, and 4 x head_dim
+  /// `logit_rows` positions (frame::forward_flops, eval/backend_frame.hpp,
+  /// shared with the CUDA backend): 2 x (layer weights) per token for the
+  /// projections and FFN (in a sparse layer the router and the experts a
+  /// token runs, model::ffn_flops), 2 x hidden x vocab per logit row, and 4 x head_dim
   /// per (query head, visible key) for QK^T and PV under `windows`
   /// (exact visible counts; no credit for the masked tile corners).
   double flops(int n, int logit_rows, const AttentionWindows& windows) const;
 
+  /// Exact bytes of this backend's hybrid KV cache with room for `tokens`
+  /// positions under `windows` (fp32 values: cpu::kv_bytes); what
+  /// DecodeState::bytes() reports for a state of that capacity.
+  std::size_t kv_bytes(const AttentionWindows& windows, std::int64_t tokens) const;
+
  private:
   const model::Model* model_;
   Options options_;
+  PrecisionChoice precision_;
+  std::shared_ptr<const Bf16Weights> bf16_;  ///< null in fp32
 };
 
 }  // namespace bosch::cpu

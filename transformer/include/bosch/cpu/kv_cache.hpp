@@ -21,8 +21,11 @@
 /// rows for an SWA head, whatever the context; only full heads grow (to
 /// `capacity`, doubled by Backend::decode_step when the context outgrows it).
 ///
-/// kv_bytes() is the exact formula for these rows; allocated_bytes() sums the
-/// buffers actually allocated, and the two agree (tests/cpu/decode_test.cpp).
+/// The slot arithmetic (which positions a head stores, where, and which a
+/// query reads) is model/kv_slots.hpp, shared with the CUDA backend's cache.
+/// kv_bytes() is the exact formula for these rows (kv::bytes with 4 bytes per
+/// value); allocated_bytes() sums the buffers actually allocated, and the two
+/// agree (tests/cpu/decode_test.cpp).
 
 #include <bosch/mask.hpp>
 #include <bosch/model/config.hpp>
@@ -41,9 +44,9 @@ struct AttentionShape;  // cpu/attention.hpp (which includes this header through
 /// head.
 std::int64_t kv_rows(bool swa, int window, int sinks, std::int64_t tokens) noexcept;
 
-/// Exact bytes of the hybrid KV cache of a model of `layout` and `head_dim`
-/// holding `tokens` positions under `mask` (empty = all full) with window
-/// `window` and `sinks` sinks:
+/// Exact bytes of the CPU's (fp32) hybrid KV cache of a model of `layout`
+/// and `head_dim` holding `tokens` positions under `mask` (empty = all full)
+/// with window `window` and `sinks` sinks:
 ///
 ///     sum over layers l and KV heads g of  2 (K and V) x head_dim x 4 bytes
 ///       x (tokens                        if (l, g) is full,

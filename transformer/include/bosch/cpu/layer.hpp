@@ -7,7 +7,7 @@
 ///
 ///     h    = rms_norm(x, attn_norm)
 ///     q    = linear(h, wq, bq)      k = linear(h, wk, bk)      v = linear(h, wv, bv)
-///     q    = rms_norm(q, q_norm)    k = rms_norm(k, k_norm)    (qwen3 only)
+///     q    = rms_norm(q, q_norm)    k = rms_norm(k, k_norm)    (qwen3, qwen3moe)
 ///     q, k = rope(q, k)             at each row's position
 ///     kv   = hooks.cache(k, v)      KV-cache append (default: the new rows)
 ///            hooks.inspect(q, k)    probes and statistics
@@ -16,6 +16,7 @@
 ///     x   += linear(att, wo)
 ///     h    = rms_norm(x, ffn_norm)
 ///     x   += linear(silu_mul(linear(h, w_gate), linear(h, w_up)), w_down)
+///            or, in a sparse (Qwen3-MoE) layer, x += moe_ffn(h) (cpu/moe.hpp)
 ///
 /// Backend::run_layers / forward / forward_batch / prefill / decode_step and
 /// eval::run_probed_layer all run this function; they differ only in their
@@ -24,21 +25,34 @@
 /// statistics, probes) is bitwise the layer without them.
 
 #include <bosch/cpu/attention.hpp>
+#include <bosch/cpu/bf16.hpp>
+#include <bosch/cpu/moe.hpp>
 #include <bosch/cpu/rope.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/model/windows.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
 
 namespace bosch::cpu {
 
-/// The activations of one layer over `rows` tokens, reused from layer to layer.
+/// The activations of one layer over `rows` tokens, reused from layer to
+/// layer (gate and up only when some layer is dense; the experts' buffers
+/// grow on first use).
 struct LayerScratch {
   std::vector<float> h, q, k, v, att, gate, up;
-  LayerScratch(const model::Config& config, std::size_t rows);
+  /// bf16 copy of a product's input (cpu/bf16.hpp), empty in fp32.
+  Bf16Vector xb;
+  /// The experts' buffers of sparse layers (cpu/moe.hpp).
+  MoeScratch moe;
+  /// @param bf16 whether the layer runs bf16 products (sizes xb)
+  LayerScratch(const model::Config& config, std::size_t rows, bool bf16 = false);
+  /// Bytes LayerScratch(config, rows, bf16) allocates (the experts' buffers,
+  /// which grow on first use, aside).
+  static std::size_t bytes(const model::Config& config, std::size_t rows, bool bf16);
 };
 
 /// Keys and values attention reads: `rows` rows of shape.kv_stride floats,
@@ -101,6 +115,10 @@ void layer_windows(const AttentionWindows& windows, int layer, std::span<HeadWin
 
 /// Runs decoder layer `layer` of `model` on the residual rows `x`
 /// ([offsets.back(), hidden] row-major fp32) in place, as in the file comment.
+/// The seven products (Q, K, V, O, gate, up, down) run in fp32 (Eigen) when
+/// `bf16` is null, else in bf16 on its packed weights and kernel
+/// (cpu/bf16.hpp; `scratch` must then have been built with bf16 = true);
+/// everything else is fp32 either way.
 /// `rope` must cover positions start .. start + longest sequence - 1;
 /// `windows` has one entry per KV head; `scratch` holds at least
 /// offsets.back() rows. Attention: the tiled kernel (cpu::attention with
@@ -110,6 +128,6 @@ void layer_windows(const AttentionWindows& windows, int layer, std::span<HeadWin
 /// model::validate and the arguments must fit it (not re-checked here).
 void decoder_layer(const model::Model& model, int layer, float* x, const LayerRows& rows,
                    const RopeTable& rope, std::span<const HeadWindow> windows, const AttentionTiles& tiles,
-                   LayerScratch& scratch, const LayerHooks& hooks = {});
+                   LayerScratch& scratch, const LayerHooks& hooks = {}, const Bf16Weights* bf16 = nullptr);
 
 }  // namespace bosch::cpu

@@ -4,7 +4,7 @@
 /// @file eval/bootstrap.hpp
 /// Percentile bootstrap confidence intervals of a mean, over samples, with
 /// optional strata, for the held-out figures of `bosch evaluate`, `select
-/// --report` and `compare` (docs: README, "Confidence intervals").
+/// --report` and `compare` (docs/cli.md, "Confidence intervals").
 ///
 /// Why over samples: a held-out figure is a mean over a finite set of task
 /// samples; another draw of samples from the same task generator would give

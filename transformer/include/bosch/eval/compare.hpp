@@ -58,6 +58,7 @@
 /// instead (the greedy answer equals the gold tokens; free with the
 /// teacher-forced pass), and say so.
 
+#include <bosch/callback_list.hpp>
 #include <bosch/baselines/layer.hpp>
 #include <bosch/baselines/ranking.hpp>
 #include <bosch/cpu/backend.hpp>
@@ -311,6 +312,11 @@ std::string sanitize_name(const std::string& name);
 /// (bosch/mpi/evaluator.hpp, the `bosch` program's MPI mode). Both functions
 /// are called in the same order on every process running the comparison.
 struct SharedScoring {
+  /// Runs a BOSCH cell's search: bosch::select with these options and
+  /// callbacks on the calibration objective (the `bosch` program: the run
+  /// function bosch::run_search, on one process or over MPI). Empty:
+  /// bosch::select on the evaluator itself (through score_batch when set).
+  std::function<Result(const Options&, CallbackList&)> search;
   /// One score per mask, in order, equal to the evaluator's evaluate() (the
   /// hint as in evaluate_batch). Empty: the evaluator scores.
   std::function<std::vector<double>(std::span<const HeadMask>, const EvaluationHint&)> score_batch;

@@ -13,11 +13,11 @@
 /// k+1 greedy tokens (k = first position whose argmax differs from the answer)
 /// come for free; only the tokens after that need further work. When the
 /// backend offers incremental decoding (prefill + decode_step, see
-/// IncrementalDecoder; the CPU backend does) the sequence so far is prefilled
+/// IncrementalDecoder; the CPU and CUDA backends do) the sequence so far is prefilled
 /// once and each further token costs one single-row step against the
 /// key/value cache; otherwise each further token is a fresh forward pass over
 /// the whole sequence. Either way the result is plain greedy decoding (the
-/// two routes differ only by fp32 rounding in the logits of the steps).
+/// two routes differ only by rounding in the logits of the steps).
 
 #include <bosch/error.hpp>
 #include <bosch/eval/backend.hpp>
@@ -133,8 +133,9 @@ using decode_state_t = decltype(std::declval<const B&>().prefill(
 /// A backend with incremental decoding: `prefill(tokens, windows, &logits)`
 /// returns a state (a key/value cache) and the last position's logits;
 /// `decode_step(state, token, windows)` appends a token and returns its
-/// logits ([vocab]). bosch::cpu::Backend models it; backends without it
-/// (CUDA) are decoded by recomputation.
+/// logits ([vocab]). bosch::cpu::Backend and bosch::cuda::Backend model it
+/// (the same hybrid KV cache layout); a backend without it is decoded by
+/// recomputation.
 template <class B>
 concept IncrementalDecoder =
     requires { typename detail::decode_state_t<B>; } &&
@@ -160,7 +161,7 @@ void greedy_continue(const B& backend, std::span<const int> prompt, std::vector<
     if (path != GreedyPath::recompute) {
       std::vector<float> logits;
       // A cache with room for every position decoded (the last token is
-      // never fed back), when the backend takes a capacity (cpu::Backend).
+      // never fed back), when the backend takes a capacity (both bundled ones do).
       const int capacity = static_cast<int>(seq.size()) + budget - static_cast<int>(generated.size()) - 1;
       auto state = [&] {
         if constexpr (requires { backend.prefill(std::span<const int>(seq), windows, &logits, capacity); })

@@ -26,16 +26,22 @@
 
 namespace bosch {
 
-/// What a task suite holds. Every field has a default (the CPU-sized setting
-/// of examples/select_heads.cpp).
+/// What a task suite holds. Every field has a default: the library's
+/// defaults of a run (bosch/run/settings.hpp takes them from here), sized for
+/// a CPU search of a small model.
 struct TaskSuiteOptions {
   /// Task kinds, in order (default: niah_single_1, niah_single_2,
   /// niah_multikey_1, passkey).
   std::vector<tasks::TaskKind> kinds{tasks::TaskKind::niah_single_1, tasks::TaskKind::niah_single_2,
                                      tasks::TaskKind::niah_multikey_1, tasks::TaskKind::passkey};
-  int context_length = 1024;    ///< tokens per sample (prompt + answer), >= 32
-  int calibration_samples = 2;  ///< calibration samples per kind, >= 1
-  int held_out_samples = 4;     ///< held-out samples per kind, >= 0
+  int context_length = 512;     ///< tokens per sample (prompt + answer), >= 32
+  /// Further context lengths: each adds `calibration_samples` calibration and
+  /// `held_out_samples` held-out samples per kind at that length (mixed-length
+  /// calibration, one score over all samples). Default none.
+  std::vector<int> more_contexts;
+  int calibration_samples = 2;  ///< calibration samples per kind (and length), >= 1
+  int held_out_samples = 16;    ///< held-out samples per kind (and length), >= 0; published
+                                ///< tables use at least 16
   bool chat = false;            ///< wrap prompts in the ChatML template (instruct models)
   std::uint64_t seed = 0;       ///< task seed (the same for both splits; they stay disjoint)
   /// Natural-text files for the haystacks; empty = tasks::default_text_files()
@@ -55,7 +61,10 @@ std::string task_list_string(const std::vector<tasks::TaskKind>& kinds);
 /// is in its domain (documented on the fields).
 void validate(const TaskSuiteOptions& o);
 
-/// The specs of one split, one per kind, in order (validated first).
+/// The specs of one split, one per (context length, kind): the kinds in
+/// order at context_length, then again at each of more_contexts (validated
+/// first). The task seed of the i-th further length is derived from `seed`
+/// and i, so that its samples are not the first length's needles again.
 std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split split);
 
 /// Generates the calibration and held-out sets of `o` with `tokenizer`.
@@ -66,9 +75,9 @@ struct TaskSuite {
 TaskSuite make_task_suite(const TaskSuiteOptions& o, const model::Tokenizer& tokenizer,
                           bool with_held_out = true);
 
-/// The suite as JSON: {"tasks": "a,b", "context": n, "samples": n,
-/// "held_out_samples": n, "chat": b, "task_seed": n}. Text files are not
-/// recorded (paths are machine-specific).
+/// The suite as JSON: {"tasks": "a,b", "context": n (a list [n, m, ...] with
+/// more_contexts), "samples": n, "held_out_samples": n, "chat": b,
+/// "task_seed": n}. Text files are not recorded (paths are machine-specific).
 nlohmann::json to_json(const TaskSuiteOptions& o);
 
 /// Reads back the fields of to_json() present in `j` into `o` (absent fields

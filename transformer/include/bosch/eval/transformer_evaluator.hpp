@@ -48,7 +48,7 @@ namespace bosch {
 
 /// Settings of TransformerEvaluator.
 struct TransformerEvaluatorOptions {
-  int window = 256;  ///< w: an SWA query i sees keys i-w < j <= i (the paper: 1024 at 32k)
+  int window = 64;   ///< w: an SWA query i sees keys i-w < j <= i (the paper: 1024 at 32k)
   int sinks = 0;     ///< s: plus the first s keys (docs/algorithm.md §Open choices 6; default none)
   /// Bound on the residual-stream cache in bytes (0 disables it). One entry is
   /// the stream of one calibration sample at one layer: its tokens * hidden * 4

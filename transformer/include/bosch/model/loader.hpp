@@ -23,9 +23,20 @@
 /// | FFN norm        | blk.N.ffn_norm.weight        | model.layers.N.post_attention_layernorm.weight| [hidden]       |
 /// | gate, up        | blk.N.ffn_{gate,up}.weight   | model.layers.N.mlp.{gate,up}_proj.weight      | [ffn, hidden]  |
 /// | down            | blk.N.ffn_down.weight        | model.layers.N.mlp.down_proj.weight           | [hidden, ffn]  |
+/// | router (MoE)    | blk.N.ffn_gate_inp.weight    | model.layers.N.mlp.gate.weight                | [E, hidden]    |
+/// | expert gate, up | blk.N.ffn_{gate,up}_exps.weight | model.layers.N.mlp.experts.X.{gate,up}_proj.weight | [E, F, hidden]; [F, hidden] each |
+/// | expert down     | blk.N.ffn_down_exps.weight   | model.layers.N.mlp.experts.X.down_proj.weight | [E, hidden, F]; [hidden, F] each |
+///
+/// The last three rows are the sparse layers of qwen3moe (E experts of inner
+/// size F, Config::moe) in place of gate/up/down: GGUF stacks the experts in
+/// one 3-D tensor (read straight into LayerWeights' stacked matrices,
+/// quantized types dequantized block by block as in 2-D tensors), Hugging
+/// Face writes one tensor per expert X. Shared-expert tensors (GGUF
+/// `*_shexp`, HF `mlp.shared_expert*`), expert score biases and expert
+/// tensors in another architecture are refused.
 ///
 /// Biases are required for qwen2 and loaded when present for llama (all
-/// three or none); Q/K norms are required for qwen3. The output projection is
+/// three or none); Q/K norms are required for qwen3 and qwen3moe. The output projection is
 /// tied to the embedding when it is absent (GGUF), when it is byte-identical to
 /// the embedding (GGUF; loaded once), or as config.json's tie_word_embeddings
 /// says (HF; when unset, when lm_head.weight is absent). Tensors of layers at
@@ -54,7 +65,7 @@ struct Checkpoint {
 };
 
 /// The configuration in a GGUF file's metadata (general.architecture "llama",
-/// "qwen2" or "qwen3"; <arch>.block_count, embedding_length,
+/// "qwen2", "qwen3" or "qwen3moe"; <arch>.block_count, embedding_length,
 /// feed_forward_length, attention.head_count, attention.head_count_kv
 /// (default head_count), attention.key_length (default embedding/heads; must
 /// equal attention.value_length and rope.dimension_count when present),
@@ -62,11 +73,18 @@ struct Checkpoint {
 /// attention.layer_norm_rms_epsilon (1e-5), context_length,
 /// vocab_size (default: tokenizer.ggml.tokens count, else token_embd rows)).
 /// RoPE style: interleaved for llama (Q/K rows stay as the converter permuted
-/// them), neox for qwen2/qwen3. A `rope_freqs.weight` tensor (Llama 3.1 RoPE
+/// them), neox for qwen2/qwen3/qwen3moe. A `rope_freqs.weight` tensor (Llama 3.1 RoPE
 /// scaling) is turned back into RopeScaling{"llama3", ...} when it matches that
 /// formula (checked to 1e-3 relative), else rejected. tie_embeddings and
-/// qkv_bias reflect the tensors present. Throws bosch::format_error naming the
-/// file and key.
+/// qkv_bias reflect the tensors present. qwen3moe adds expert_count,
+/// expert_used_count, expert_feed_forward_length and expert_weights_norm
+/// (default true, as llama.cpp); a layer is sparse when it holds
+/// blk.N.ffn_gate_inp.weight, else dense (feed_forward_length then
+/// required); keys of unsupported variants (expert_shared_count,
+/// expert_shared_feed_forward_length, expert_gating_func other than softmax,
+/// expert_weights_scale != 1, expert_group_count > 1) and <arch>.expert_count
+/// in another architecture are refused (docs/architectures.md). Throws
+/// bosch::format_error naming the file and key.
 Config config_from_gguf(const gguf::File& file);
 
 /// Reads all weights of `config` from a mapped GGUF file, dequantizing each

@@ -14,8 +14,11 @@
 
 namespace bosch::model {
 
-/// Checks a configuration: vocab_size, hidden_size, intermediate_size,
-/// num_layers, num_heads, num_kv_heads and head_dim positive; num_heads a
+/// Checks a configuration: vocab_size, hidden_size, num_layers, num_heads,
+/// num_kv_heads and head_dim positive, intermediate_size too when a layer is
+/// dense; the MoE fields (only for qwen3moe: 1 <= num_experts <= 65536,
+/// 1 <= num_experts_used <= num_experts, expert_intermediate_size positive,
+/// one sparse_layers entry per layer, stacked expert rows within int); num_heads a
 /// multiple of num_kv_heads; head_dim even (RoPE rotates pairs);
 /// num_heads * head_dim within int; rms_eps positive and finite; rope_theta
 /// and the RoPE scaling well-formed (rope_inv_freq). Throws
@@ -26,7 +29,8 @@ void validate(const Config& config, const std::string& source = {});
 /// Checks a model: validate(config) and every weight tensor against it
 /// (layer count; shapes of the embedding, output, final norm and each
 /// layer's tensors; Q/K/V biases exactly when config.qkv_bias, Q/K norms
-/// exactly when config.qk_norm). Throws bosch::invalid_argument whose where()
+/// exactly when config.qk_norm; in a sparse layer the router and stacked
+/// experts and no dense FFN, in a dense layer the reverse). Throws bosch::invalid_argument whose where()
 /// is "<model>: <field>" or "<model>: tensor '<GGUF name>'" (e.g.
 /// "m.gguf: tensor 'blk.1.attn_k'"), <model> being model.source, else the
 /// config's name, else "model".

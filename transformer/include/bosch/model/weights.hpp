@@ -34,9 +34,17 @@ struct LayerWeights {
   std::vector<float> q_norm;     ///< [head_dim] Qwen3 per-head RMSNorm of Q; empty otherwise
   std::vector<float> k_norm;     ///< [head_dim] Qwen3 per-head RMSNorm of K; empty otherwise
   std::vector<float> ffn_norm;   ///< [hidden] RMSNorm gain before the FFN
-  Matrix w_gate;                 ///< [intermediate, hidden]
-  Matrix w_up;                   ///< [intermediate, hidden]
-  Matrix w_down;                 ///< [hidden, intermediate]
+  Matrix w_gate;                 ///< [intermediate, hidden]; empty in a sparse (MoE) layer
+  Matrix w_up;                   ///< [intermediate, hidden]; empty in a sparse layer
+  Matrix w_down;                 ///< [hidden, intermediate]; empty in a sparse layer
+  // Mixture of experts (Config::is_sparse_layer; empty in a dense layer). The
+  // experts' matrices are stacked, E = num_experts, F = expert_intermediate_size:
+  // expert e's gate is rows [e F, (e + 1) F) of gate_exps (the layout of
+  // GGUF's 3-D ffn_gate_exps, read without a copy).
+  Matrix router;                 ///< [E, hidden] router logits (ffn_gate_inp / mlp.gate)
+  Matrix gate_exps;              ///< [E * F, hidden]
+  Matrix up_exps;                ///< [E * F, hidden]
+  Matrix down_exps;              ///< [E * hidden, F]: expert e's down is rows [e hidden, (e + 1) hidden)
 };
 
 /// All weights of a decoder.
@@ -56,7 +64,8 @@ struct Weights {
       n += l.attn_norm.size() + l.wq.data.size() + l.wk.data.size() + l.wv.data.size() +
            l.wo.data.size() + l.bq.size() + l.bk.size() + l.bv.size() + l.q_norm.size() +
            l.k_norm.size() + l.ffn_norm.size() + l.w_gate.data.size() + l.w_up.data.size() +
-           l.w_down.data.size();
+           l.w_down.data.size() + l.router.data.size() + l.gate_exps.data.size() + l.up_exps.data.size() +
+           l.down_exps.data.size();
     return n * sizeof(float);
   }
 };

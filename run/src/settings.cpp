@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: Apache-2.0
+// The settings table of a run (see bosch/run/settings.hpp).
+
+#include <bosch/io/atomic_file.hpp>
+#include <bosch/io/options_json.hpp>
+#include <bosch/run/settings.hpp>
+#include <bosch/tasks/text.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <type_traits>
+
+namespace bosch {
+
+namespace detail {
+
+std::string check_model_path(const std::string& v) {
+  return v.empty() ? "no model given" : std::string();
+}
+std::string check_non_negative(const int& v) {
+  return v >= 0 ? std::string() : "must be >= 0, got " + std::to_string(v);
+}
+std::string check_tasks(const std::vector<tasks::TaskKind>& v) {
+  return v.empty() ? "no task given" : std::string();
+}
+std::string check_contexts(const std::vector<int>& v) {
+  if (v.empty()) return "no context length given";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    // The upper limits (the model's trained context, max_context) are
+    // validate_for_model's: the first one a user meets is the model's.
+    if (v[i] < 32) return "must be at least 32 tokens, got " + std::to_string(v[i]);
+    if (std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) != v.begin() + static_cast<std::ptrdiff_t>(i))
+      return "context length " + std::to_string(v[i]) + " given twice";
+  }
+  return {};
+}
+std::string check_samples(const int& v) {
+  if (v < 1) return "must be at least 1, got " + std::to_string(v);
+  if (v > max_samples) return "at most " + std::to_string(max_samples) + " per task, got " + std::to_string(v);
+  return {};
+}
+std::string check_held_out_samples(const int& v) {
+  if (v < 0) return "must be at least 0, got " + std::to_string(v);
+  if (v > max_samples) return "at most " + std::to_string(max_samples) + " per task, got " + std::to_string(v);
+  return {};
+}
+std::string check_window(const int& v) {
+  return v >= 1 ? std::string() : "window must be at least 1 token, got " + std::to_string(v);
+}
+std::string check_sinks(const int& v) {
+  return v >= 0 ? std::string() : "sinks must be at least 0, got " + std::to_string(v);
+}
+
+}  // namespace detail
+
+TaskSuiteOptions RunSettings::suite() const {
+  TaskSuiteOptions s;
+  s.kinds = tasks;
+  s.context_length = context.empty() ? s.context_length : context.front();
+  if (context.size() > 1) s.more_contexts.assign(context.begin() + 1, context.end());
+  s.calibration_samples = samples;
+  s.held_out_samples = held_out_samples;
+  s.chat = chat;
+  s.seed = task_seed;
+  for (const auto& f : text_files) s.text_files.emplace_back(f);
+  return s;
+}
+
+TaskSuiteOptions RunSettings::suite_at(int tokens) const {
+  TaskSuiteOptions s = suite();
+  s.context_length = tokens;
+  s.more_contexts.clear();
+  return s;
+}
+
+TransformerEvaluatorOptions RunSettings::evaluator() const {
+  TransformerEvaluatorOptions e;
+  e.window = window;
+  e.sinks = sinks;
+  e.cache_bytes = cache_bytes;
+  return e;
+}
+
+int RunSettings::longest_context() const {
+  return context.empty() ? 0 : *std::max_element(context.begin(), context.end());
+}
+int RunSettings::shortest_context() const {
+  return context.empty() ? 0 : *std::min_element(context.begin(), context.end());
+}
+
+std::string setting_name(std::string_view field) { return std::string(field); }
+
+void validate(const RunSettings& s, const SettingNamer& names) {
+  for_each_setting([&](const auto& f) {
+    if (f.check == nullptr) return;
+    const std::string msg = f.check(s.*f.member);
+    if (!msg.empty()) throw invalid_argument(msg, names(f.name));
+  });
+  if (static_cast<long long>(s.window) + s.sinks >= s.shortest_context())
+    throw invalid_argument("window " + std::to_string(s.window) + " plus " + std::to_string(s.sinks) +
+                               " sinks must be less than " + names("context") + " " +
+                               std::to_string(s.shortest_context()) +
+                               " (else an SWA head sees the whole sample, like a full head)",
+                           names("window"));
+  // A named text file must exist and be text whether or not the tasks read
+  // text: a typo is never silently ignored. Read and check it now (UTF-8, at
+  // least one sentence), before any model loads: a binary file is refused
+  // with its byte offset, not used as a haystack.
+  if (!s.text_files.empty()) {
+    std::vector<std::filesystem::path> files;
+    try {
+      for (const auto& f : s.text_files) {
+        io::check_input_file(f);
+        files.emplace_back(f);
+      }
+    } catch (const file_error& e) {
+      throw file_error(e.what(), names("text_files"));
+    }
+    try {
+      (void)tasks::load_corpus(files);
+    } catch (const error& e) {
+      throw format_error(e.what(), names("text_files"));
+    }
+  }
+}
+
+void check_held_out(const RunSettings& s, const SettingNamer& names) {
+  if (s.held_out_samples < 1)
+    throw invalid_argument("must be at least 1 for a held-out report, got " + std::to_string(s.held_out_samples),
+                           names("held_out_samples"));
+}
+
+void check_context_for_model(long long tokens, const model::Config& config, bool allow_long_context,
+                             const std::string& option) {
+  if (!allow_long_context && config.max_position > 0 && tokens > config.max_position)
+    throw invalid_argument(std::to_string(tokens) + " tokens exceed the model's trained context of " +
+                               std::to_string(config.max_position) +
+                               " tokens (--allow-long-context extrapolates beyond it, up to " +
+                               std::to_string(max_context) + ")",
+                           option);
+  if (tokens > max_context)
+    throw invalid_argument("at most " + std::to_string(max_context) + " tokens, got " + std::to_string(tokens),
+                           option);
+}
+
+void validate_for_model(const RunSettings& s, const model::Config& config, const SettingNamer& names) {
+  for (int c : s.context) check_context_for_model(c, config, s.allow_long_context, names("context"));
+}
+
+std::vector<int> parse_context_list(std::string_view list, const std::string& where) {
+  std::vector<int> out;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view item = list.substr(pos, comma - pos);
+    pos = comma + 1;
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.empty()) continue;
+    int v = 0;
+    const auto r = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (r.ec != std::errc() || r.ptr != item.data() + item.size())
+      throw invalid_argument("expected a token count, got '" + std::string(item) + "'", where);
+    out.push_back(v);
+  }
+  if (out.empty()) throw invalid_argument("no context length given", where);
+  return out;
+}
+
+std::string context_list_string(const std::vector<int>& contexts) {
+  std::string s;
+  for (int c : contexts) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(c);
+  }
+  return s;
+}
+
+namespace {
+
+bool has_role(SettingRole r, std::initializer_list<SettingRole> roles) {
+  return std::find(roles.begin(), roles.end(), r) != roles.end();
+}
+
+template <class T>
+nlohmann::json setting_json(const T& v) {
+  if constexpr (std::is_same_v<T, std::vector<tasks::TaskKind>>) {
+    return task_list_string(v);
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    return v.size() == 1 ? nlohmann::json(v.front()) : nlohmann::json(v);
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    nlohmann::json names = nlohmann::json::array();
+    for (const auto& f : v) names.push_back(std::filesystem::path(f).filename().string());
+    return names;
+  } else if constexpr (std::is_same_v<T, cpu::Precision>) {
+    return std::string(cpu::to_string(v));
+  } else if constexpr (std::is_enum_v<T>) {
+    return to_string(v);
+  } else {
+    return v;
+  }
+}
+
+template <class T>
+T setting_from_json(const nlohmann::json& v, const std::string& at) {
+  if constexpr (std::is_same_v<T, std::vector<tasks::TaskKind>>) {
+    if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
+    return parse_task_list(v.get<std::string>());
+  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+    if (v.is_array()) {
+      T out;
+      for (const auto& x : v) out.push_back(detail::json_integer<int>(x, at));
+      return out;
+    }
+    return T{detail::json_integer<int>(v, at)};
+  } else if constexpr (std::is_same_v<T, Device>) {
+    if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
+    return parse_device(v.get<std::string>(), at);
+  } else if constexpr (std::is_same_v<T, cpu::Precision>) {
+    if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
+    return cpu::parse_precision(v.get<std::string>(), at);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) throw format_error(std::string("expected true or false, found ") + v.type_name(), at);
+    return v.get<bool>();
+  } else {
+    static_assert(std::is_integral_v<T>, "a setting type without a JSON form");
+    return detail::json_integer<T>(v, at);
+  }
+}
+
+}  // namespace
+
+nlohmann::json to_json(const RunSettings& s, std::initializer_list<SettingRole> roles) {
+  nlohmann::json j = nlohmann::json::object();
+  for_each_setting([&](const auto& f) {
+    if (f.name == "model" || !has_role(f.role, roles)) return;
+    j[std::string(f.name)] = setting_json(s.*f.member);
+  });
+  return j;
+}
+
+void update_from_json(RunSettings& s, const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw format_error("not a JSON object", where);
+  for_each_setting([&](const auto& f) {
+    using T = typename std::decay_t<decltype(f)>::value_type;
+    const std::string key(f.name);
+    if constexpr (!std::is_same_v<T, std::string> && !std::is_same_v<T, std::vector<std::string>>) {
+      if (!j.contains(key) || j[key].is_null()) return;
+      const std::string at = where + ": " + key;
+      T v = setting_from_json<T>(j[key], at);
+      if (f.check != nullptr) {
+        const std::string msg = f.check(v);
+        if (!msg.empty()) throw invalid_argument(msg, at);
+      }
+      s.*f.member = std::move(v);
+    }
+  });
+}
+
+}  // namespace bosch
