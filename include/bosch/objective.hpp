@@ -107,7 +107,8 @@ class Objective {
   /// evaluator's race order is not a permutation of its samples.
   void enable_racing(const Options& o) {
     if constexpr (PerSampleEvaluator<E>) {
-      if (!o.race) return;
+      if (!o.race && o.probe_samples == 0) return;
+      race_enabled_ = o.race;
       const std::size_t n = static_cast<std::size_t>(evaluator_.sample_count());
       order_ = static_cast<std::vector<std::size_t>>(evaluator_.race_order());
       std::vector<std::uint8_t> seen(n, 0);
@@ -130,9 +131,21 @@ class Objective {
   }
   /// True once enable_racing() took effect.
   bool per_sample() const noexcept { return per_sample_; }
-  /// Whether compete() races (only after enable_racing()); select() allows
-  /// races in Stage 3 and in the refinement.
-  void set_racing(bool on) noexcept { racing_ = on; }
+  /// Whether compete() races (only after enable_racing() with Options::race);
+  /// select() allows races in Stage 3 and in the refinement.
+  void set_racing(bool on) noexcept { racing_ = on && race_enabled_; }
+  /// Screening (Options::probe_samples; select() sets it for Stage 1 only):
+  /// while `n` > 0 and below the sample count, a new mask asked for through
+  /// evaluate() or evaluate_many() is scored on the first `n` samples of the
+  /// race order only, as a paired estimate against the all-full mask (which
+  /// must have been scored, per sample, before): S(full) + the mean of the
+  /// per-sample differences. The record is logged as not scored in full
+  /// (EvaluationRecord::eliminated, with `samples` = n and `score_sd`), is
+  /// never chosen, and is completed from the samples it has when asked for
+  /// in full later. Masks already known answer from the memo (their estimate
+  /// or their full score). Does nothing before enable_racing() took effect,
+  /// or without the all-full mask's per-sample scores.
+  void set_screening(std::size_t n) noexcept { screen_ = n; }
 
   /// Registers a previously logged evaluation (resume). When the search later
   /// asks for `r.mask` (a race for an eliminated record, any request for a
@@ -194,7 +207,8 @@ class Objective {
   std::optional<double> evaluate(const HeadMask& mask, const HeadMask* reference = nullptr,
                                  bool use_reserve = false) {
     check_mask(mask);
-    if (auto it = cache_.find(mask); it != cache_.end() && !it->second.eliminated) {
+    const bool screening = screening_now();
+    if (auto it = cache_.find(mask); it != cache_.end() && (screening || !it->second.eliminated)) {
       ++cache_hits_;
       return it->second.score;
     }
@@ -203,11 +217,12 @@ class Objective {
       budget_exhausted_ = true;
       return std::nullopt;
     }
-    if (const EvaluationRecord* r = replayed_record(mask, true)) {
+    if (const EvaluationRecord* r = replayed_record(mask, !screening)) {
       const double s = r->score;
       replay(*r);
       return s;
     }
+    if (screening) return screen(mask, reference);
     if (per_sample_) return score_in_full(mask, reference);
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cost();
@@ -547,6 +562,43 @@ class Objective {
     return s;
   }
 
+  /// Whether a new mask is screened now (set_screening): per-sample scores
+  /// on, a screen smaller than the sample count, and the all-full mask's
+  /// per-sample scores known.
+  bool screening_now() const {
+    if (!per_sample_ || screen_ == 0 || screen_ >= rule_.samples()) return false;
+    return samples_memo_.count(HeadMask(layout_)) != 0 && cache_.count(HeadMask(layout_)) != 0;
+  }
+
+  /// The screened estimate of `mask` (set_screening): its first screen_
+  /// samples in race order against the all-full mask's.
+  double screen(const HeadMask& mask, const HeadMask* reference) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cost();
+    const HeadMask full(layout_);
+    const double full_score = cache_.at(full).score;
+    const std::vector<double> full_samples = samples_memo_.at(full);
+    const EvaluationHint hint = make_hint(std::span<const HeadMask>(&mask, 1), reference);
+    std::vector<double> v = score_positions(mask, hint, 0, screen_);
+    std::vector<double> d(v.size());
+    for (std::size_t k = 0; k < v.size(); ++k) d[k] = v[k] - full_samples[k];
+    ++evaluator_calls_;
+    EvaluationRecord rec;
+    rec.mask = mask;
+    rec.score = full_score + search::RaceRule::mean(d);
+    check_score(rec.score);
+    rec.score_sd = rule_.standard_error(d);
+    rec.eliminated = true;
+    rec.seconds = seconds_since(t0);
+    rec.forwards = cost() - c0;
+    rec.samples = v.size();
+    rec.sample_scores = std::move(v);
+    forwards_ += rec.forwards;
+    const double s = rec.score;
+    record(std::move(rec), true);
+    return s;
+  }
+
   /// Races `mask` against `parent` (see compete()): `delta` is what the mean
   /// per-sample difference must reach.
   Outcome race(const HeadMask& mask, const HeadMask& parent, double parent_score,
@@ -631,7 +683,8 @@ class Objective {
   double forwards_ = CostedEvaluator<E> ? 0.0 : std::numeric_limits<double>::quiet_NaN();
   bool stopped_ = false, budget_exhausted_ = false;
   // Racing (enable_racing): per-sample scores in race order, by mask.
-  bool per_sample_ = false, racing_ = false;
+  bool per_sample_ = false, racing_ = false, race_enabled_ = false;
+  std::size_t screen_ = 0;  // set_screening
   search::RaceRule rule_;
   std::vector<std::size_t> order_;
   std::size_t block_ = 1;

@@ -252,6 +252,18 @@ struct Options {
   int probe_heads = 0;
   /// How probe scores become per-layer drops. Default marginal [I].
   DropMode drop_mode = DropMode::marginal;
+  /// Screen the Stage-1 probes on the first probe_samples calibration
+  /// samples of the evaluator's race order (evaluators with per-sample
+  /// scores only, bosch::PerSampleEvaluator; ignored otherwise): each probe
+  /// is scored as a paired estimate against the all-full mask, S(full) plus
+  /// the mean per-sample difference on those samples, logged as not scored
+  /// in full (EvaluationRecord::eliminated in Stage::probes), never chosen,
+  /// and completed when a later stage asks for it in full. The probes rank
+  /// the heads of one layer at a time, so they tolerate noisier scores than
+  /// Stage 3's decisions; on the bundled evaluator they are about 60% of a
+  /// search's forwards. 0 (default) or at least the sample count = every
+  /// sample (docs/algorithm.md §Racing).
+  std::size_t probe_samples = 0;
 
   // --- Stage 2: adaptive ratios (paper 7 item 3) ------------------------------------
   /// Explicit per-layer ratio levels in [0, 1]; each becomes the count
@@ -441,6 +453,8 @@ void for_each_option(F&& f) {
           : "must be >= 0 (0 = automatic), got " + std::to_string(v); }});
   f(OptionField<DropMode>{"drop_mode", &O::drop_mode,
       "Stage 1 drops: marginal | cumulative"});
+  f(OptionField<std::size_t>{"probe_samples", &O::probe_samples,
+      "Stage 1: score probes on this many samples, paired against all-full (0 = all)"});
   f(OptionField<std::vector<double>>{"ratio_levels", &O::ratio_levels,
       "Stage 2: explicit per-layer ratio levels in [0, 1] (empty = automatic)",
       [](const std::vector<double>& v) {

@@ -163,6 +163,7 @@ class search_run {
     if (obj_.stopped()) return false;
     obj_.set_stage(s);
     obj_.set_racing(s == Stage::groups || s == Stage::refine);
+    obj_.set_screening(s == Stage::probes ? options_.probe_samples : 0);
     const SearchView v = view();
     bool stop = false;
     std::apply([&](auto&... c) { ((stop |= call_begin_stage(c, v, s)), ...); }, cbs_);
