@@ -548,18 +548,30 @@ class Objective {
     const std::vector<double> rest = score_positions(mask, hint, v.size(), rule_.samples());
     v.insert(v.end(), rest.begin(), rest.end());
     const double s = reduce_race_order(v);
-    check_score(s);
+    return log_samples(mask, s, std::move(v), t0, c0);
+  }
+
+  /// Logs the record of `mask` scored through its per-sample scores `v`
+  /// (race order) with `score`, the seconds and cost since `t0` / `c0`, and,
+  /// for a record not scored in full (`partial`: raced out or screened), the
+  /// eliminated flag and the standard error `sd`. Returns `score`.
+  double log_samples(const HeadMask& mask, double score, std::vector<double> v,
+                     std::chrono::steady_clock::time_point t0, double c0, bool partial = false,
+                     double sd = 0.0) {
+    check_score(score);
     ++evaluator_calls_;
     EvaluationRecord rec;
     rec.mask = mask;
-    rec.score = s;
+    rec.score = score;
+    rec.score_sd = sd;
+    rec.eliminated = partial;
     rec.seconds = seconds_since(t0);
     rec.forwards = cost() - c0;
     rec.samples = v.size();
     rec.sample_scores = std::move(v);
     forwards_ += rec.forwards;
     record(std::move(rec), true);
-    return s;
+    return score;
   }
 
   /// Whether a new mask is screened now (set_screening): per-sample scores
@@ -567,7 +579,8 @@ class Objective {
   /// per-sample scores known.
   bool screening_now() const {
     if (!per_sample_ || screen_ == 0 || screen_ >= rule_.samples()) return false;
-    return samples_memo_.count(HeadMask(layout_)) != 0 && cache_.count(HeadMask(layout_)) != 0;
+    const HeadMask full(layout_);
+    return samples_memo_.count(full) != 0 && cache_.count(full) != 0;
   }
 
   /// The screened estimate of `mask` (set_screening): its first screen_
@@ -577,26 +590,13 @@ class Objective {
     const double c0 = cost();
     const HeadMask full(layout_);
     const double full_score = cache_.at(full).score;
-    const std::vector<double> full_samples = samples_memo_.at(full);
+    const std::vector<double>& full_samples = samples_memo_.at(full);
     const EvaluationHint hint = make_hint(std::span<const HeadMask>(&mask, 1), reference);
     std::vector<double> v = score_positions(mask, hint, 0, screen_);
     std::vector<double> d(v.size());
     for (std::size_t k = 0; k < v.size(); ++k) d[k] = v[k] - full_samples[k];
-    ++evaluator_calls_;
-    EvaluationRecord rec;
-    rec.mask = mask;
-    rec.score = full_score + search::RaceRule::mean(d);
-    check_score(rec.score);
-    rec.score_sd = rule_.standard_error(d);
-    rec.eliminated = true;
-    rec.seconds = seconds_since(t0);
-    rec.forwards = cost() - c0;
-    rec.samples = v.size();
-    rec.sample_scores = std::move(v);
-    forwards_ += rec.forwards;
-    const double s = rec.score;
-    record(std::move(rec), true);
-    return s;
+    return log_samples(mask, full_score + search::RaceRule::mean(d), std::move(v), t0, c0, true,
+                       rule_.standard_error(d));
   }
 
   /// Races `mask` against `parent` (see compete()): `delta` is what the mean
@@ -618,30 +618,19 @@ class Objective {
         if (stop_at == 0 && rule_.stop(d, delta)) stop_at = v.size();
       }
     }
-    ++evaluator_calls_;
-    EvaluationRecord rec;
-    rec.mask = mask;
-    rec.seconds = seconds_since(t0);
-    rec.forwards = cost() - c0;
-    forwards_ += rec.forwards;
     Outcome out;
     if (stop_at == 0) {
-      rec.score = reduce_race_order(v);
-      check_score(rec.score);
-      out.score = rec.score;
+      const double s = reduce_race_order(v);
+      out.score = log_samples(mask, s, std::move(v), t0, c0);
     } else {
       // The decision depends on the first stop_at samples only, whatever the
       // block size scored beyond them.
       v.resize(stop_at);
       d.resize(stop_at);
-      rec.eliminated = true;
-      rec.score = parent_score + search::RaceRule::mean(d);
-      rec.score_sd = rule_.standard_error(d);
       out.eliminated = true;
+      log_samples(mask, parent_score + search::RaceRule::mean(d), std::move(v), t0, c0, true,
+                  rule_.standard_error(d));
     }
-    rec.samples = v.size();
-    rec.sample_scores = std::move(v);
-    record(std::move(rec), true);
     return out;
   }
 
