@@ -31,14 +31,20 @@ std::uint64_t parameters_from_config(const model::Config& c) {
   const std::uint64_t q = static_cast<std::uint64_t>(c.num_heads) * static_cast<std::uint64_t>(c.head_dim);
   const std::uint64_t kv = static_cast<std::uint64_t>(c.num_kv_heads) * static_cast<std::uint64_t>(c.head_dim);
   const std::uint64_t f = static_cast<std::uint64_t>(c.intermediate_size);
-  std::uint64_t layer = 2 * h                 // attention and FFN norms
-                        + q * h + 2 * kv * h  // Q, K, V
-                        + h * q               // output projection
-                        + 3 * f * h;          // gate, up, down
-  if (c.qkv_bias) layer += q + 2 * kv;
-  if (c.qk_norm) layer += 2 * static_cast<std::uint64_t>(c.head_dim);
+  std::uint64_t attention = 2 * h                 // attention and FFN norms
+                            + q * h + 2 * kv * h  // Q, K, V
+                            + h * q;              // output projection
+  if (c.qkv_bias) attention += q + 2 * kv;
+  if (c.qk_norm) attention += 2 * static_cast<std::uint64_t>(c.head_dim);
+  // A dense FFN: gate, up, down. A mixture of experts (Qwen3-MoE): the router
+  // and every expert's gate, up and down, active or not (what the file holds).
+  const std::uint64_t E = static_cast<std::uint64_t>(c.moe.num_experts);
+  const std::uint64_t dense_ffn = 3 * f * h;
+  const std::uint64_t sparse_ffn = E * h + E * 3 * static_cast<std::uint64_t>(c.moe.expert_intermediate_size) * h;
+  std::uint64_t layers = 0;
+  for (int l = 0; l < c.num_layers; ++l) layers += attention + (c.is_sparse_layer(l) ? sparse_ffn : dense_ffn);
   const std::uint64_t emb = static_cast<std::uint64_t>(c.vocab_size) * h;
-  return emb * (c.tie_embeddings ? 1 : 2) + h + layer * static_cast<std::uint64_t>(c.num_layers);
+  return emb * (c.tie_embeddings ? 1 : 2) + h + layers;
 }
 
 const char* kind_name(model::TokenizerSpec::Kind k) {

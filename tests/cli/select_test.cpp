@@ -1,5 +1,6 @@
 // bosch select on the tiny real model; bosch inspect and bosch evaluate on it.
 #include "cli_support.hpp"
+#include "model/writers.hpp"
 
 #include <bosch/bosch.hpp>
 #include <bosch/io/mask_io.hpp>
@@ -157,6 +158,29 @@ TEST_CASE("inspect prints the layout from the configuration") {
   CHECK(doc.at("context_length") == loaded.config.max_position);
   CHECK(doc.at("tokenizer").at("tokens") == 512);
   CHECK(doc.at("fingerprint") == loaded.fingerprint);
+}
+
+TEST_CASE("inspect counts a Qwen3-MoE model's experts from the configuration as from the weights") {
+  namespace w = bosch::test::writers;
+  TempDir dir;
+  w::TinySpec spec;
+  spec.arch = bosch::model::Arch::qwen3moe;
+  spec.layers = 3;
+  spec.head_dim = 16;
+  spec.dense_layers = {1};  // one dense FFN among the mixtures
+  const auto m = w::random_model(spec, 73);
+  w::write_gguf(m, dir / "moe.gguf");
+  const Run config = run({"inspect", "--json", dir / "moe.gguf"}, dir);
+  const Run loaded = run({"inspect", "--json", "--load", dir / "moe.gguf"}, dir);
+  INFO(config.err << loaded.err);
+  REQUIRE(config.status == 0);
+  REQUIRE(loaded.status == 0);
+  const auto a = nlohmann::json::parse(config.out), b = nlohmann::json::parse(loaded.out);
+  CHECK(a.at("parameters_source") == "configuration");
+  CHECK(b.at("parameters_source") == "weights");
+  // Every expert counts, active or not: the fp32 elements the file holds.
+  CHECK(a.at("parameters") == m.weights.bytes() / sizeof(float));
+  CHECK(a.at("parameters") == b.at("parameters"));
 }
 
 TEST_CASE("evaluate scores a mask with the settings recorded in it") {
