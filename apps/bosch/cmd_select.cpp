@@ -283,6 +283,7 @@ int run_select(int argc, char** argv) {
                 << to_string(out_format) << "): " << result.mask.count() << " of " << result.mask.size()
                 << " KV heads SWA, score " << result.score << " (normalized " << result.normalized_score << "), "
                 << result.evaluations << " evaluations"
+                << (result.eliminated ? " (+ " + std::to_string(result.eliminated) + " on part of the samples)" : std::string())
                 << (result.replayed ? " (" + std::to_string(result.replayed) + " replayed)" : std::string())
                 << ", " << selection.forwards << " sample forwards, " << result.seconds << " s\n";
       if (!rows.empty()) {

@@ -587,8 +587,9 @@ struct Result {
   /// Masks scored in full (replayed ones included): the size of `log` less
   /// the eliminated records.
   std::size_t evaluations = 0;
-  /// Candidates the race stopped before they were scored in full
-  /// (EvaluationRecord::eliminated; 0 without Options::race).
+  /// Masks scored on only part of the samples (EvaluationRecord::eliminated):
+  /// candidates the race stopped and Stage-1 probes screened on
+  /// Options::probe_samples; 0 without race and probe_samples.
   std::size_t eliminated = 0;
   /// Records the evaluator scored in this process (evaluations and
   /// eliminated candidates, less the ones replayed from a checkpoint).

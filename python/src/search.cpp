@@ -554,6 +554,9 @@ void bind_search(nb::module_& m) {
                    "evaluations taken from the checkpoint")
       .def_prop_ro("cache_hits", [](const PyResult& r) { return r.result.cache_hits; },
                    "requests answered by the memo")
+      .def_prop_ro("eliminated", [](const PyResult& r) { return r.result.eliminated; },
+                   "masks scored on only part of the samples (raced out, or screened Stage-1 probes; "
+                   "not in evaluations)")
       .def_prop_ro("forwards", [](const PyResult& r) { return r.result.forwards; },
                    "the search's cost in full-model sample forwards (NaN when the evaluator does not count it)")
       .def_prop_ro("stage_evaluations", [](const PyResult& r) { return stage_counts(r.result.stage_evaluations); },

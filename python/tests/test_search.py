@@ -178,6 +178,7 @@ def test_result_fields():
     meta = r.metadata()
     assert meta["layout"] == "12x8x4" and meta["swa_heads"] == 18 and meta["kv_heads"] == 48
     assert meta["score"] == r.score and meta["evaluations"] == r.evaluations and meta["seed"] == 1
+    assert r.eliminated == meta["eliminated"] == 0  # no racing, no screened probes
     assert meta["search_options"] == json.loads(r.options.to_json())
     assert meta["bosch_version"] == bosch.__version__
 

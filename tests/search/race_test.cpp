@@ -12,6 +12,7 @@
 #include "test_support.hpp"
 
 #include <bosch/io/checkpoint.hpp>
+#include <bosch/io/search_metadata.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -241,6 +242,15 @@ TEST_CASE("a raced search and its resumed copy give the same mask and log") {
     Noisy whole_e = make();
     const bosch::Result whole = bosch::select(whole_e, o);
     REQUIRE(whole.eliminated > 5);
+    // eliminated counts the partial records (raced out, screened probes),
+    // evaluations the rest; the mask metadata carries both.
+    const auto partial = static_cast<std::size_t>(std::count_if(
+        whole.log.begin(), whole.log.end(), [](const bosch::EvaluationRecord& r) { return r.eliminated; }));
+    CHECK(whole.eliminated == partial);
+    CHECK(whole.evaluations + partial == whole.log.size());
+    const auto meta = bosch::search_metadata(o, whole);
+    CHECK(meta.at("eliminated") == partial);
+    CHECK(meta.at("evaluations") == whole.evaluations);
     std::size_t first_elim = 0;
     while (!whole.log[first_elim].eliminated) ++first_elim;
     for (std::size_t cut : {first_elim, first_elim + 1, first_elim + 9, whole.log.size() - 3}) {

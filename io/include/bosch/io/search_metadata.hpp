@@ -24,7 +24,8 @@ namespace bosch {
 ///
 ///     layout (string "LxHqxHkv"), target_ratio, ratio, swa_heads, kv_heads,
 ///     score, normalized_score, anchor_full, anchor_swa, evaluations,
-///     forwards (the search's cost in full-model sample forwards, null when
+///     eliminated (candidates a race or Stage 1's screening scored on only
+///     some samples; Result::eliminated), forwards (the search's cost in full-model sample forwards, null when
 ///     the evaluator does not count it; Result::forwards), seed,
 ///     variant, search_options (every Options field), search_seconds,
 ///     stopped (a callback or the budget cut the search short), bosch_version,
@@ -45,6 +46,7 @@ inline nlohmann::json search_metadata(const Options& options, const Result& resu
                       {"anchor_full", num(result.anchors.full)},
                       {"anchor_swa", num(result.anchors.swa)},
                       {"evaluations", result.evaluations},
+                      {"eliminated", result.eliminated},
                       {"forwards", num(result.forwards)},
                       {"seed", options.seed},
                       {"variant", to_string(options.variant)},
