@@ -168,7 +168,7 @@ TEST_CASE("inspect counts a Qwen3-MoE model's experts from the configuration as 
   spec.layers = 3;
   spec.head_dim = 16;
   spec.dense_layers = {1};  // one dense FFN among the mixtures
-  const auto m = w::random_model(spec, 73);
+  const auto m = w::random_model(spec, bosch::test::seed(73));
   w::write_gguf(m, dir / "moe.gguf");
   const Run config = run({"inspect", "--json", dir / "moe.gguf"}, dir);
   const Run loaded = run({"inspect", "--json", "--load", dir / "moe.gguf"}, dir);

@@ -24,9 +24,10 @@ namespace bosch {
 ///
 ///     layout (string "LxHqxHkv"), target_ratio, ratio, swa_heads, kv_heads,
 ///     score, normalized_score, anchor_full, anchor_swa, evaluations,
-///     eliminated (candidates a race or Stage 1's screening scored on only
-///     some samples; Result::eliminated), forwards (the search's cost in full-model sample forwards, null when
-///     the evaluator does not count it; Result::forwards), seed,
+///     eliminated (masks a race or Stage 1's screening scored on only some
+///     samples; Result::eliminated), forwards (the search's cost in
+///     full-model sample forwards, null when the evaluator does not count
+///     it; Result::forwards), seed,
 ///     variant, search_options (every Options field), search_seconds,
 ///     stopped (a callback or the budget cut the search short), bosch_version,
 ///     layer_drops (Stage 1's drop per layer, null for a layer not probed;
