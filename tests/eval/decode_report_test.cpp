@@ -128,3 +128,132 @@ TEST_CASE("held-out greedy decoding: incremental on a backend without the decode
   bosch::greedy_continue(backend, prompt, b, 6, model.tokenizer.eos(), bosch::AttentionWindows::full());
   CHECK(a == b);
 }
+
+namespace {
+
+/// The CPU backend counting its passes over a whole sequence (forward and
+/// both prefills), to see which route the held-out report takes.
+struct CountingBackend {
+  using Residual = bosch::cpu::Residual;
+  const bosch::cpu::Backend* inner;
+  mutable int passes = 0;
+  const bosch::model::Config& config() const noexcept { return inner->config(); }
+  Residual embed(std::span<const int> t) const { return inner->embed(t); }
+  void run_layers(Residual& x, int first, int last, const bosch::AttentionWindows& w) const {
+    inner->run_layers(x, first, last, w);
+  }
+  std::vector<float> logits(const Residual& x, std::span<const int> p) const { return inner->logits(x, p); }
+  std::vector<float> forward(std::span<const int> t, const bosch::AttentionWindows& w,
+                             std::span<const int> p) const {
+    ++passes;
+    return inner->forward(t, w, p);
+  }
+  bosch::cpu::DecodeState prefill(std::span<const int> t, const bosch::AttentionWindows& w,
+                                  std::vector<float>* last = nullptr, int capacity = 0) const {
+    ++passes;
+    return inner->prefill(t, w, last, capacity);
+  }
+  bosch::cpu::DecodeState prefill(std::span<const int> t, const bosch::AttentionWindows& w, std::span<const int> p,
+                                  std::vector<float>& logits, int capacity = 0) const {
+    ++passes;
+    return inner->prefill(t, w, p, logits, capacity);
+  }
+  std::vector<float> decode_step(bosch::cpu::DecodeState& s, int token, const bosch::AttentionWindows& w) const {
+    return inner->decode_step(s, token, w);
+  }
+};
+
+static_assert(bosch::TeacherForcedPrefill<bosch::cpu::Backend> && bosch::TeacherForcedPrefill<CountingBackend>);
+static_assert(!bosch::TeacherForcedPrefill<PlainBackend>);
+
+}  // namespace
+
+TEST_CASE("prefill with positions: the forward's logits bitwise, and the same state") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  REQUIRE(!path.empty());
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  const auto tasks = copy_tasks(model, 260, 1);
+  REQUIRE(tasks.samples.size() == 1);
+  const auto& prompt = tasks.samples[0].prompt;
+  const int n = static_cast<int>(prompt.size());
+  const std::vector<int> positions{0, n / 3, n - 2, n - 1};
+  for (const auto& w : {bosch::AttentionWindows::full(),
+                        bosch::AttentionWindows::from_mask(random_mask(backend.layout(), bosch::test::seed(3)), 8, 2)}) {
+    const auto want = backend.forward(prompt, w, positions);
+    std::vector<float> got;
+    auto a = backend.prefill(prompt, w, positions, got, n + 8);
+    CHECK(got == want);  // bitwise
+    std::vector<float> last;
+    auto b = backend.prefill(prompt, w, &last, n + 8);
+    const int last_position = n - 1;
+    CHECK(last == backend.forward(prompt, w, std::span<const int>(&last_position, 1)));
+    CHECK(a.positions == b.positions);
+    CHECK(a.bytes() == b.bytes());
+    // The two states decode alike, bitwise.
+    for (int token : {5, 17, 42}) CHECK(backend.decode_step(a, token, w) == backend.decode_step(b, token, w));
+    // No positions: the state, no logits.
+    std::vector<float> none{1.0f};
+    backend.prefill(prompt, w, std::span<const int>(), none);
+    CHECK(none.empty());
+  }
+  // Positions outside the sequence are refused, naming them.
+  std::vector<float> out;
+  const std::vector<int> bad{n};
+  CHECK_THROWS_AS(backend.prefill(prompt, bosch::AttentionWindows::full(), bad, out), bosch::invalid_argument);
+}
+
+TEST_CASE("held-out report: one pass per sample when the greedy answer agrees with the gold one") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  REQUIRE(!path.empty());
+  REQUIRE(!bosch::test::fixture("text/emma.txt").empty());
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  const auto base = copy_tasks(model, 300, 2);
+  REQUIRE(base.samples.size() == 2);
+  const int eos = model.tokenizer.eos();
+  const auto w = bosch::AttentionWindows::from_mask(random_mask(backend.layout(), bosch::test::seed(9)), 16, 2);
+
+  // Samples whose gold answer is the model's own greedy answer (exact), the
+  // same with its last token changed (first wrong at the last token), and
+  // with its first token changed (wrong at once: a second pass).
+  bosch::tasks::TaskSet tasks;
+  tasks.specs = base.specs;
+  std::vector<int> passes_expected;
+  for (const auto& s : base.samples) {
+    std::vector<int> greedy;
+    bosch::greedy_continue(backend, s.prompt, greedy, 4, eos, w, bosch::GreedyPath::recompute);
+    REQUIRE(greedy.size() == 4);
+    for (int variant = 0; variant < 3; ++variant) {
+      auto t = s;
+      t.answer = greedy;
+      if (variant == 1) t.answer.back() = (t.answer.back() + 1) % model.config.vocab_size;
+      if (variant == 2) t.answer.front() = (t.answer.front() + 1) % model.config.vocab_size;
+      t.answer_text = model.tokenizer.decode(t.answer);
+      t.references = {t.answer_text};
+      t.max_new_tokens = 8;
+      tasks.samples.push_back(std::move(t));
+      passes_expected.push_back(variant == 2 ? 2 : 1);
+    }
+  }
+  bosch::ReportOptions o;
+  o.extra_new_tokens = 3;
+  o.greedy = bosch::GreedyPath::recompute;
+  const auto slow = bosch::evaluate_held_out(backend, model.tokenizer, tasks, w, o);
+  o.greedy = bosch::GreedyPath::automatic;
+  for (std::size_t i = 0; i < tasks.samples.size(); ++i) {
+    INFO("sample " << i);
+    bosch::tasks::TaskSet one;
+    one.specs = tasks.specs;
+    one.samples = {tasks.samples[i]};
+    CountingBackend counting{&backend};
+    const auto fast = bosch::evaluate_held_out(counting, model.tokenizer, one, w, o);
+    CHECK(counting.passes == passes_expected[i]);
+    REQUIRE(fast.samples.size() == 1);
+    CHECK(fast.samples[0].logprob == slow.samples[i].logprob);  // bitwise
+    CHECK(fast.samples[0].accuracy == slow.samples[i].accuracy);
+    CHECK(fast.samples[0].exact == slow.samples[i].exact);
+  }
+  CHECK(slow.samples[0].exact == 1.0);
+  CHECK(slow.samples[1].exact == 0.0);
+}

@@ -160,9 +160,27 @@ std::vector<float> Backend::forward(std::span<const int> tokens, const Attention
 
 DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows& windows,
                              std::vector<float>* last_logits, int capacity) const {
+  std::vector<float> logits;
+  const int last = static_cast<int>(tokens.size()) - 1;
+  // An empty sequence has no last position: prefill_rows refuses it first.
+  auto state = prefill_rows(tokens, windows, last_logits && last >= 0 ? std::span<const int>(&last, 1)
+                                                                      : std::span<const int>(),
+                            logits, capacity);
+  if (last_logits) *last_logits = std::move(logits);
+  return state;
+}
+
+DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows& windows,
+                             std::span<const int> positions, std::vector<float>& logits, int capacity) const {
+  return prefill_rows(tokens, windows, positions, logits, capacity);
+}
+
+DecodeState Backend::prefill_rows(std::span<const int> tokens, const AttentionWindows& windows,
+                                  std::span<const int> positions, std::vector<float>& logits, int capacity) const {
   const auto& c = config();
   frame::check_prefill(c, tokens, windows, capacity, "prefill");  // before the cache is allocated
   const int n = static_cast<int>(tokens.size());
+  frame::check_positions(positions, n, "positions");
   Residual x = embed(tokens);
   DecodeState state;
   state.cache = KvCache(c, windows, std::max(n, capacity));
@@ -179,9 +197,11 @@ DecodeState Backend::prefill(std::span<const int> tokens, const AttentionWindows
   run_packed(*model_, options_, bf16_.get(), x.data.data(), offsets, 0, c.num_layers, windows, hooks);
   state.cache.advance(n);
   state.positions = n;
-  if (last_logits) {
-    const std::size_t row = static_cast<std::size_t>(x.n_tokens - 1);
-    *last_logits = project(*model_, options_, x.data.data(), std::span<const std::size_t>(&row, 1));
+  if (!positions.empty()) {
+    const std::vector<std::size_t> rows(positions.begin(), positions.end());
+    logits = project(*model_, options_, x.data.data(), rows);
+  } else {
+    logits.clear();
   }
   return state;
 }

@@ -187,6 +187,15 @@ class Backend {
   DecodeState prefill(std::span<const int> tokens, const AttentionWindows& windows,
                       std::vector<float>* last_logits = nullptr, int capacity = 0) const;
 
+  /// prefill() that returns the logits at `positions` (each in [0, n)) in
+  /// `logits` ([positions.size(), vocab] row-major), bitwise those of
+  /// forward(tokens, windows, positions): one pass both scores a
+  /// teacher-forced sequence and leaves the state to decode after it (the
+  /// held-out report's route, eval/report.hpp). Same checks as prefill(),
+  /// and the positions' as forward()'s, before any work.
+  DecodeState prefill(std::span<const int> tokens, const AttentionWindows& windows, std::span<const int> positions,
+                      std::vector<float>& logits, int capacity = 0) const;
+
   /// Incremental decoding, step 2: appends `token` at position
   /// state.positions, runs it through all layers against the cached keys and
   /// values (one query row; each head attends the keys its window and sinks
@@ -222,6 +231,9 @@ class Backend {
   std::size_t kv_bytes(const AttentionWindows& windows, std::int64_t tokens) const;
 
  private:
+  DecodeState prefill_rows(std::span<const int> tokens, const AttentionWindows& windows,
+                           std::span<const int> positions, std::vector<float>& logits, int capacity) const;
+
   const model::Model* model_;
   Options options_;
   PrecisionChoice precision_;

@@ -29,7 +29,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <algorithm>
 #include <concepts>
+#include <optional>
+#include <type_traits>
 #include <span>
 #include <string>
 #include <utility>
@@ -143,6 +146,47 @@ concept IncrementalDecoder =
       { b.decode_step(state, token, w) } -> std::same_as<std::vector<float>>;
     };
 
+/// An IncrementalDecoder whose prefill also returns the logits at chosen
+/// positions, bitwise those of forward() (cpu::Backend): the held-out report
+/// then scores a sample by teacher forcing and continues its greedy answer
+/// from the same pass, instead of a second forward over the whole sequence.
+template <class B>
+concept TeacherForcedPrefill =
+    IncrementalDecoder<B> &&
+    requires(const B& b, std::span<const int> tokens, const AttentionWindows& w, std::span<const int> positions,
+             std::vector<float>& logits, int capacity) {
+      { b.prefill(tokens, w, positions, logits, capacity) } -> std::same_as<detail::decode_state_t<B>>;
+    };
+
+namespace detail {
+template <class B, bool = TeacherForcedPrefill<B>>
+struct one_pass_state {
+  using type = int;
+};
+template <class B>
+struct one_pass_state<B, true> {
+  using type = decode_state_t<B>;
+};
+
+/// The incremental greedy loop from a `state` that holds every token before
+/// generated.back(): feeds generated.back(), then appends argmax tokens until
+/// `generated` holds `budget` tokens or the argmax is `eos` (not appended),
+/// as greedy_continue's incremental route does after its prefill.
+template <class B, class S>
+void decode_greedy(const B& backend, S& state, std::vector<int>& generated, int budget, int eos,
+                   const AttentionWindows& windows) {
+  if (generated.empty() || static_cast<int>(generated.size()) >= budget) return;
+  auto logits = backend.decode_step(state, generated.back(), windows);
+  while (true) {
+    const int next = tasks::argmax(logits);
+    if (next == eos) return;
+    generated.push_back(next);
+    if (static_cast<int>(generated.size()) >= budget) return;
+    logits = backend.decode_step(state, next, windows);
+  }
+}
+}  // namespace detail
+
 /// Greedy continuation: appends argmax tokens of the model on `prompt` +
 /// `generated` to `generated` until it holds `budget` tokens or the argmax is
 /// `eos` (not appended). `generated` may start with tokens already known
@@ -197,11 +241,32 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
   const int vocab = backend.config().vocab_size;
   std::vector<SampleScore> scores;
   scores.reserve(tasks.samples.size());
+  // With a TeacherForcedPrefill backend and greedy decoding asked for, the
+  // teacher-forced pass is a prefill (the same logits, bitwise) whose state
+  // covers the prompt and answer[0 .. m-2]; a greedy answer that agrees with
+  // the gold one on those tokens (exact, or first wrong at the last one)
+  // continues from it by decode_step, so most samples cost one pass over the
+  // sequence, not two. Any other greedy answer is continued by
+  // greedy_continue (a fresh prefill), as without such a backend.
+  constexpr bool one_pass = TeacherForcedPrefill<B>;
+  using state_type = typename detail::one_pass_state<B>::type;
   for (const auto& sample : tasks.samples) {
     const auto tf = tasks::teacher_forcing(sample);
-    const auto logits = backend.forward(tf.tokens, windows, tf.positions);
-    const auto score = tasks::answer_logprob(logits, vocab, sample.answer);
     const std::size_t m = sample.answer.size();
+    const int budget = options.extra_new_tokens < 0 ? sample.max_new_tokens
+                                                    : static_cast<int>(m) + options.extra_new_tokens;
+    std::vector<float> logits;
+    std::optional<state_type> state;
+    if constexpr (one_pass) {
+      if (options.accuracy && options.greedy != GreedyPath::recompute) {
+        const int n = static_cast<int>(tf.tokens.size());
+        const int capacity = std::max(n, n + budget - static_cast<int>(m));
+        state.emplace(backend.prefill(std::span<const int>(tf.tokens), windows, std::span<const int>(tf.positions),
+                                      logits, capacity));
+      }
+    }
+    if (!state) logits = backend.forward(tf.tokens, windows, tf.positions);
+    const auto score = tasks::answer_logprob(logits, vocab, sample.answer);
 
     // Greedy tokens known from the teacher-forced logits.
     std::vector<int> generated;
@@ -214,8 +279,6 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
     const double exact = (k == m) ? 1.0 : 0.0;
     double acc = std::nan("");
     if (options.accuracy) {
-      const int budget = options.extra_new_tokens < 0 ? sample.max_new_tokens
-                                                      : static_cast<int>(m) + options.extra_new_tokens;
       const int eos = tokenizer.eos();
       // Cut the free tokens at the budget or at end-of-sequence.
       bool stopped = false;
@@ -226,7 +289,17 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
           break;
         }
       }
-      if (!stopped) greedy_continue(backend, sample.prompt, generated, budget, eos, windows, options.greedy);
+      if (!stopped) {
+        bool continued = false;
+        if constexpr (one_pass) {
+          if (state && generated.size() == m && m > 0) {
+            // generated[0 .. m-2] = answer[0 .. m-2], the state's last tokens.
+            detail::decode_greedy(backend, *state, generated, budget, eos, windows);
+            continued = true;
+          }
+        }
+        if (!continued) greedy_continue(backend, sample.prompt, generated, budget, eos, windows, options.greedy);
+      }
       acc = tasks::accuracy(sample, tokenizer.decode(generated));
     }
     scores.push_back({sample.task, score.mean_logprob, acc, exact});
