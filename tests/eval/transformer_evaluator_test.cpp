@@ -211,6 +211,36 @@ TEST_CASE("per-sample scores and the race order: exact per sample, tasks interle
   CHECK_THROWS_AS(e.score_samples(reference, {}, bad), bosch::invalid_argument);
 }
 
+TEST_CASE("the race order of a mixed-length suite: the first looks see every task and every length") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  REQUIRE(!path.empty());
+  REQUIRE(!bosch::test::fixture("text/emma.txt").empty());
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  // As a suite lists them (length-major, then task): copy and niah at 260
+  // tokens, then both at 300, two samples each.
+  bosch::tasks::TaskSet tasks;
+  for (int length : {260, 300})
+    for (auto kind : {bosch::tasks::TaskKind::copy, bosch::tasks::TaskKind::niah_single_1}) {
+      bosch::tasks::TaskSpec spec;
+      spec.kind = kind;
+      spec.context_length = length;
+      spec.num_samples = 2;
+      spec.seed = bosch::test::seed(static_cast<std::uint64_t>(length) + static_cast<std::uint64_t>(kind));
+      spec.text_files = {bosch::test::fixture("text/emma.txt")};
+      for (auto& x : bosch::tasks::generate(spec, model.tokenizer).samples) tasks.samples.push_back(std::move(x));
+    }
+  REQUIRE(tasks.samples.size() == 8);
+  // Samples: 0,1 copy@260; 2,3 niah@260; 4,5 copy@300; 6,7 niah@300.
+  const Evaluator e(backend, tasks, {});
+  const auto order = e.race_order();
+  CHECK(order == std::vector<std::size_t>{0, 6, 4, 2, 1, 7, 5, 3});
+  // Every prefix of 2 holds both tasks, and the first 2 both lengths.
+  for (std::size_t r = 0; r < 4; ++r)
+    CHECK(tasks.samples[order[2 * r]].task != tasks.samples[order[2 * r + 1]].task);
+  CHECK(tasks.samples[order[0]].context_length != tasks.samples[order[1]].context_length);
+}
+
 TEST_CASE("a raced search on a real model: the cost is the evaluator's, eliminations save samples (stories260K)") {
   const auto path = bosch::test::fixture("models/stories260K.gguf");
   if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;

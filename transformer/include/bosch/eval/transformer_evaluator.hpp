@@ -128,24 +128,51 @@ class TransformerEvaluator {
   /// The order in which a race scores the samples (bosch::PerSampleEvaluator):
   /// the tasks interleaved (the first sample of every task in order of first
   /// appearance, then every task's second, ...), so that the first looks of
-  /// a race see every task.
+  /// a race see every task. With several context lengths (a mixed-length
+  /// suite) each task's own samples alternate between the lengths, task i
+  /// starting at length i (mod the number of lengths), so that the first
+  /// looks also see every length: with 4 tasks at 512 and 1024 tokens the
+  /// first four samples are task 1 at 512, task 2 at 1024, task 3 at 512 and
+  /// task 4 at 1024 (screened probes, Options::probe_samples, score exactly
+  /// those).
   std::vector<std::size_t> race_order() const {
     std::vector<std::string> names;
-    std::vector<std::vector<std::size_t>> by_task;
+    std::vector<int> lengths;
+    // by_task[task][length]: the samples, in suite order.
+    std::vector<std::vector<std::vector<std::size_t>>> by_task;
     for (std::size_t s = 0; s < tasks_.samples.size(); ++s) {
-      const std::string& t = tasks_.samples[s].task;
-      const auto it = std::find(names.begin(), names.end(), t);
+      const auto& sample = tasks_.samples[s];
+      const auto it = std::find(names.begin(), names.end(), sample.task);
       const std::size_t k = static_cast<std::size_t>(it - names.begin());
       if (it == names.end()) {
-        names.push_back(t);
+        names.push_back(sample.task);
         by_task.emplace_back();
       }
-      by_task[k].push_back(s);
+      const auto lt = std::find(lengths.begin(), lengths.end(), sample.context_length);
+      const std::size_t j = static_cast<std::size_t>(lt - lengths.begin());
+      if (lt == lengths.end()) lengths.push_back(sample.context_length);
+      if (by_task[k].size() <= j) by_task[k].resize(j + 1);
+      by_task[k][j].push_back(s);
+    }
+    // Each task's queue: its lengths taken in turn from length (task mod lengths).
+    std::vector<std::vector<std::size_t>> queues(by_task.size());
+    for (std::size_t k = 0; k < by_task.size(); ++k) {
+      const auto& groups = by_task[k];
+      std::vector<std::size_t> next(groups.size(), 0);
+      std::size_t left = 0;
+      for (const auto& g : groups) left += g.size();
+      for (std::size_t turn = 0; left > 0; ++turn) {
+        const std::size_t j = (k + turn) % groups.size();
+        if (next[j] < groups[j].size()) {
+          queues[k].push_back(groups[j][next[j]++]);
+          --left;
+        }
+      }
     }
     std::vector<std::size_t> out;
     for (std::size_t round = 0; out.size() < tasks_.samples.size(); ++round)
-      for (const auto& t : by_task)
-        if (round < t.size()) out.push_back(t[round]);
+      for (const auto& q : queues)
+        if (round < q.size()) out.push_back(q[round]);
     return out;
   }
 
