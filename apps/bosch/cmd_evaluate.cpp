@@ -66,11 +66,13 @@ int run_evaluate(int argc, char** argv) {
     const nlohmann::json& meta = mask_file.metadata;
 
     // Settings recorded by `bosch select` (those the calibration scores
-    // depend on), unless given here.
+    // depend on), unless given here. Not the search's precision: held-out
+    // reports run in fp32 whatever the search ran in.
     RunSettings recorded;
     const nlohmann::json keys = to_json(recorded, {SettingRole::identity});
     for (auto it = keys.begin(); it != keys.end(); ++it) {
-      if (it.key() == "samples" || it.key() == "text_files" || !meta.contains(it.key())) continue;
+      if (it.key() == "samples" || it.key() == "text_files" || it.key() == "precision" || !meta.contains(it.key()))
+        continue;
       try {
         update_from_json(recorded, nlohmann::json{{it.key(), meta[it.key()]}}, mask_name + ": metadata");
       } catch (const bosch::invalid_argument& e) {

@@ -228,6 +228,24 @@ TEST_CASE("evaluate scores a mask with the settings recorded in it") {
   CHECK(table.out.find("task copy") != std::string::npos);
 }
 
+TEST_CASE("evaluate reads a mask searched in bf16: the recorded kernel name, fp32 for the report") {
+  const std::string m = model(), t = text();
+  REQUIRE(!m.empty());
+  REQUIRE(!t.empty());
+  TempDir dir;
+  REQUIRE(run(small_select(m, t) + std::vector<std::string>{"-q", "--precision", "bf16", "-o", dir / "mask.json"}, dir)
+              .status == 0);
+  const auto meta = bosch::io::read_mask_json(dir / "mask.json").metadata;
+  // What ran: "bf16 (avx512-bf16)", "bf16 (amx-bf16)" or "bf16 (emulated)", by CPU.
+  REQUIRE(meta.at("precision").get<std::string>().rfind("bf16 (", 0) == 0);
+  const Run r = run({"evaluate", m, "--mask", dir / "mask.json", "--text-files", t, "--held-out-samples", "1",
+                     "--threads", "1", "--no-accuracy", "--json", "-q"},
+                    dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out).at("window") == 32);
+}
+
 TEST_CASE("a boolean set in a config file is switched off on the command line") {
   const std::string m = model(), t = text();
   if (m.empty() || t.empty()) return;
