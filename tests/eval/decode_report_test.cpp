@@ -246,13 +246,17 @@ TEST_CASE("held-out report: one pass per sample when the greedy answer agrees wi
     bosch::tasks::TaskSet one;
     one.specs = tasks.specs;
     one.samples = {tasks.samples[i]};
-    CountingBackend counting{&backend};
-    const auto fast = bosch::evaluate_held_out(counting, model.tokenizer, one, w, o);
-    CHECK(counting.passes == passes_expected[i]);
-    REQUIRE(fast.samples.size() == 1);
-    CHECK(fast.samples[0].logprob == slow.samples[i].logprob);  // bitwise
-    CHECK(fast.samples[0].accuracy == slow.samples[i].accuracy);
-    CHECK(fast.samples[0].exact == slow.samples[i].exact);
+    for (bool one_pass : {true, false}) {
+      INFO("one_pass " << one_pass);
+      o.one_pass = one_pass;
+      CountingBackend counting{&backend};
+      const auto fast = bosch::evaluate_held_out(counting, model.tokenizer, one, w, o);
+      CHECK(counting.passes == (one_pass ? passes_expected[i] : 2));
+      REQUIRE(fast.samples.size() == 1);
+      CHECK(fast.samples[0].logprob == slow.samples[i].logprob);  // bitwise
+      CHECK(fast.samples[0].accuracy == slow.samples[i].accuracy);
+      CHECK(fast.samples[0].exact == slow.samples[i].exact);
+    }
   }
   CHECK(slow.samples[0].exact == 1.0);
   CHECK(slow.samples[1].exact == 0.0);

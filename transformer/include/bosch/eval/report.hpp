@@ -123,6 +123,12 @@ struct ReportOptions {
   /// answer tokens + this many.
   int extra_new_tokens = -1;
   GreedyPath greedy = GreedyPath::automatic;  ///< generation route (same tokens either way)
+  /// With a TeacherForcedPrefill backend and a greedy route other than
+  /// recompute: continue the greedy answer from the teacher-forced pass when
+  /// it agrees with the gold answer on its first m - 1 tokens (one pass over
+  /// the sequence instead of two; same log-probabilities, bitwise). false:
+  /// always a fresh prefill for the greedy answer, as before this option.
+  bool one_pass = true;
   eval::BootstrapOptions bootstrap{};          ///< the intervals of the report
 };
 
@@ -258,7 +264,7 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
     std::vector<float> logits;
     std::optional<state_type> state;
     if constexpr (one_pass) {
-      if (options.accuracy && options.greedy != GreedyPath::recompute) {
+      if (options.accuracy && options.one_pass && options.greedy != GreedyPath::recompute) {
         const int n = static_cast<int>(tf.tokens.size());
         const int capacity = std::max(n, n + budget - static_cast<int>(m));
         state.emplace(backend.prefill(std::span<const int>(tf.tokens), windows, std::span<const int>(tf.positions),
