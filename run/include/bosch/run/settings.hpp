@@ -176,7 +176,8 @@ void for_each_setting(F&& f) {
       "passkey, copy", detail::check_tasks, G::tasks, R::identity, "tasks,t", "LIST"});
   f(SettingField<std::vector<int>>{"context", &S::context,
       "tokens per task sample (prompt + answer), at most the model's trained context; several "
-      "lengths (512,1024) calibrate on samples of each", detail::check_contexts, G::tasks,
+      "lengths (512,1024) calibrate on samples of each, which holds a mask to longer contexts "
+      "(docs/results/mixed-length)", detail::check_contexts, G::tasks,
       R::identity, "context,c", "TOKENS[,...]"});
   f(SettingField<bool>{"allow_long_context", &S::allow_long_context,
       "allow a context beyond the model's trained context (length extrapolation), up to 1048576",
