@@ -421,6 +421,9 @@ TEST_CASE("standard methods on the planted model: every method runs, BOSCH keeps
   so.warm_start = true;
   so.candidates = {Method::dcam, Method::proxy};
   so.scores.razor_block = 24;
+  std::vector<std::string> progress_lines;
+  so.search_progress = [&progress_lines](const std::string& line) { progress_lines.push_back(line); };
+  so.progress_every = 1;
   const auto methods = standard_methods(backend, evaluator, so);
   std::vector<std::string> names;
   for (const auto& m : methods) names.push_back(m.name);
@@ -463,6 +466,18 @@ TEST_CASE("standard methods on the planted model: every method runs, BOSCH keeps
     if (c.details.contains("warm_start"))
       CHECK(c.details.at("search_score").get<double>() >= c.details.at("warm_start").at("best_seed_score").get<double>());
   for (const auto& c : r.cells) CHECK(c.mask.count() == target_count(evaluator.layout(), c.ratio));
+  // Progress lines: one per evaluation of every BOSCH search; before an
+  // exact-count mask exists (the anchors of the first ratio) the best is "-", never nan;
+  // ratios as people write them.
+  CHECK(progress_lines.size() >= search_calls);
+  bool dash_seen = false;
+  for (const auto& line : progress_lines) {
+    INFO(line);
+    CHECK(line.find("nan") == std::string::npos);
+    CHECK(line.find("00000") == std::string::npos);
+    dash_seen = dash_seen || line.find("best -,") != std::string::npos;
+  }
+  CHECK(dash_seen);
   // Three of the four KV heads are free to localize: BOSCH finds that at 0.75, and
   // its held-out log-prob equals the all-full model's (the zero-output heads change
   // nothing, the previous-token head loses only ~e^-20 of mass).

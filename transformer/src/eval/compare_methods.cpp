@@ -30,9 +30,12 @@ struct LineProgress {
   std::size_t every = 0;
   void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
     if (!sink || every == 0 || (r.index + 1) % every != 0) return;
+    // Before the first exact-count mask is scored the best is "-", not nan.
+    char best[32] = "-";
+    if (v.best_mask && std::isfinite(v.best_score)) std::snprintf(best, sizeof best, "%.4f", v.best_score);
     char buf[200];
-    std::snprintf(buf, sizeof buf, "%s: %zu/%zu evaluations, stage %s, best %.4f, %.0f s", prefix.c_str(),
-                  v.evaluations, v.planned_evaluations, to_string(v.stage), v.best_score, v.elapsed_seconds);
+    std::snprintf(buf, sizeof buf, "%s: %zu/%zu evaluations, stage %s, best %s, %.0f s", prefix.c_str(),
+                  v.evaluations, v.planned_evaluations, to_string(v.stage), best, v.elapsed_seconds);
     sink(buf);
   }
 };
@@ -235,7 +238,9 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
         starts.push_back(name + buf);
       }
       const std::size_t before = layers_run();
-      LineProgress progress{name + " at rho " + std::to_string(rho), sink, every};
+      char at[40];
+      std::snprintf(at, sizeof at, " at ratio %g", rho);
+      LineProgress progress{name + at, sink, every};
       const Result r = search(o, progress);
       MethodCell c;
       c.mask = r.mask;
