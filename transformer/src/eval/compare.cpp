@@ -2,6 +2,8 @@
 // The comparison runner: references, method set-ups and (method, ratio) cells,
 // resumable through an atomically rewritten results.json.
 
+#include "ratio_text.hpp"
+
 #include <bosch/error.hpp>
 #include <bosch/eval/compare.hpp>
 #include <bosch/io/atomic_file.hpp>
@@ -15,7 +17,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -24,13 +25,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
-
-/// A ratio as people write it (0.5, not 0.500000).
-std::string ratio_label(double rho) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", rho);
-  return buf;
-}
 
 nlohmann::json layout_json(const HeadLayout& l) { return {l.num_layers, l.num_query_heads, l.num_kv_heads}; }
 
@@ -414,7 +408,7 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, std::
         auto& c = res.cells.back();
         for (std::size_t k = 1; k < held_out.size() && options.compute_missing; ++k) {
           if (c.quality_at.count(held_out[k].key)) continue;
-          say(m.name + " at ratio " + ratio_label(rho) + ": scoring on " + held_out[k].label);
+          say(m.name + " at ratio " + detail::ratio_text(rho) + ": scoring on " + held_out[k].label);
           c.quality_at[held_out[k].key] = held_out[k].score(c.mask);
           ++res.rescored;
           save();
@@ -422,7 +416,7 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, std::
         continue;
       }
       if (!options.compute_missing) continue;
-      say(m.name + " at ratio " + ratio_label(rho) + ": selecting");
+      say(m.name + " at ratio " + detail::ratio_text(rho) + ": selecting");
       CellResult c;
       c.method = m.name;
       c.ratio = rho;

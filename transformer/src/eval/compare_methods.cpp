@@ -3,6 +3,8 @@
 // its variants (bosch::select), the static head rankings (eval/head_scores.hpp)
 // and the layer heuristics (baselines/layer.hpp).
 
+#include "ratio_text.hpp"
+
 #include <bosch/bosch.hpp>
 #include <bosch/callback_list.hpp>
 #include <bosch/error.hpp>
@@ -233,14 +235,10 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
         }
       if (warm && previous != nullptr) {
         o.initial_masks.push_back(previous->mask);
-        char buf[40];
-        std::snprintf(buf, sizeof buf, " at ratio %g", previous->ratio);
-        starts.push_back(name + buf);
+        starts.push_back(name + (" at ratio " + detail::ratio_text(previous->ratio)));
       }
       const std::size_t before = layers_run();
-      char at[40];
-      std::snprintf(at, sizeof at, " at ratio %g", rho);
-      LineProgress progress{name + at, sink, every};
+      LineProgress progress{name + (" at ratio " + detail::ratio_text(rho)), sink, every};
       const Result r = search(o, progress);
       MethodCell c;
       c.mask = r.mask;

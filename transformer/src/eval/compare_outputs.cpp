@@ -3,6 +3,8 @@
 // score-versus-ratio plots, every held-out figure with its sample count and
 // bootstrap interval.
 
+#include "ratio_text.hpp"
+
 #include <bosch/error.hpp>
 #include <bosch/eval/compare.hpp>
 #include <bosch/io/atomic_file.hpp>
@@ -35,7 +37,7 @@ std::string with_ci(const char* f, double v, const Interval& ci, double scale = 
   return s;
 }
 
-std::string ratio_text(double r) { return fmt("%g", r); }
+using detail::ratio_text;
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
