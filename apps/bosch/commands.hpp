@@ -13,6 +13,7 @@ int run_evaluate(int argc, char** argv);  ///< cmd_evaluate.cpp
 int run_convert(int argc, char** argv);   ///< cmd_convert.cpp
 int run_baseline(int argc, char** argv);  ///< cmd_baseline.cpp
 int run_compare(int argc, char** argv);   ///< cmd_compare.cpp
+int run_paired(int argc, char** argv);    ///< cmd_paired.cpp
 int run_generate(int argc, char** argv);  ///< cmd_generate.cpp
 int run_logits(int argc, char** argv);    ///< cmd_logits.cpp
 

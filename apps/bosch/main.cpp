@@ -29,6 +29,7 @@ constexpr Command commands[] = {
     {"convert", "convert a mask (JSON, TSV, grid) or export it for kvpress, HF, GGUF, layers", bosch::cli::run_convert},
     {"baseline", "a mask from a static head ranking or a layer heuristic", bosch::cli::run_baseline},
     {"compare", "compare BOSCH with the baselines over SWA ratios", bosch::cli::run_compare},
+    {"paired", "mask A minus mask B on the same held-out samples, with intervals", bosch::cli::run_paired},
     {"generate", "greedily continue a prompt, with or without a head mask", bosch::cli::run_generate},
     {"logits", "print a model's logits for token ids (bit-exact text)", bosch::cli::run_logits},
 };

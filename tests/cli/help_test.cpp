@@ -42,7 +42,7 @@ TEST_CASE("bosch --help lists the commands; every command has --help") {
   REQUIRE(top.status == 0);
   CHECK(top.out.find("Usage: bosch <command>") != std::string::npos);
   const auto names = listed_commands(top.out);
-  for (const char* expected : {"inspect", "select", "evaluate", "convert", "baseline", "compare", "generate", "logits"}) {
+  for (const char* expected : {"inspect", "select", "evaluate", "convert", "baseline", "compare", "paired", "generate", "logits"}) {
     INFO(expected);
     CHECK(std::find(names.begin(), names.end(), expected) != names.end());
   }
@@ -73,6 +73,7 @@ TEST_CASE("each command's help names its options") {
       {"evaluate", {"--model", "--mask", "--json", "--window", "--held-out-samples", "--device"}},
       {"convert", {"--from", "--to", "--layout", "--threshold"}},
       {"compare", {"--ratios", "--methods", "--group-rounds", "--level-spread", "--probe-budget", "--allow-long-context"}},
+      {"paired", {"--resamples", "--level", "--seed", "--json", "FILE#NAME"}},
       {"generate", {"--model", "--prompt", "--tokens", "--window", "--sinks", "--mask", "--device", "--allow-long-context", "--stats"}},
       {"logits", {"--model", "--window", "--sinks", "--mask", "--device", "TOKEN_ID"}},
   };
