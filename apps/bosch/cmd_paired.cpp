@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "errors.hpp"
 #include "files.hpp"
+#include "held_out_report.hpp"
 
 #include <bosch/eval/report.hpp>
 
@@ -119,17 +120,6 @@ std::string describe(const Side& s) {
   return out;
 }
 
-std::string value_ci(const char* format, const eval::PairedDifference& d) {
-  if (!std::isfinite(d.mean)) return "-";
-  char buf[128];
-  if (d.ci.valid())
-    std::snprintf(buf, sizeof buf, (std::string(format) + " [" + format + ", " + format + "]").c_str(), d.mean,
-                  d.ci.low, d.ci.high);
-  else
-    std::snprintf(buf, sizeof buf, format, d.mean);
-  return buf;
-}
-
 nlohmann::json to_json(const eval::PairedDifference& d) {
   auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   return {{"samples", d.samples}, {"mean", num(d.mean)}, {"ci", {num(d.ci.low), num(d.ci.high)}}};
@@ -226,13 +216,13 @@ int run_paired(int argc, char** argv) {
                 << suite.value("held_out_samples", nlohmann::json()).dump() << " samples per task, task seed "
                 << suite.value("task_seed", nlohmann::json()).dump() << "\n";
     char buf[400];
-    std::snprintf(buf, sizeof buf, "\n  %-18s %7s  %-29s %-26s %-26s\n", "A - B", "samples", "log-prob (nats)",
+    std::snprintf(buf, sizeof buf, "\n  %-18s %7s  %-29s %-26s %s\n", "A - B", "samples", "log-prob (nats)",
                   "accuracy", "exact");
     std::cout << buf;
     for (std::size_t g = 0; g < groups.size(); ++g) {
-      std::snprintf(buf, sizeof buf, "  %-18s %7d  %-29s %-26s %-26s\n", groups[g].c_str(), diffs[g][0].samples,
-                    value_ci("%+.4f", diffs[g][0]).c_str(), value_ci("%+.3f", diffs[g][1]).c_str(),
-                    value_ci("%+.3f", diffs[g][2]).c_str());
+      std::snprintf(buf, sizeof buf, "  %-18s %7d  %-29s %-26s %s\n", groups[g].c_str(), diffs[g][0].samples,
+                    value_ci("%+.4f", diffs[g][0].mean, diffs[g][0].ci).c_str(), value_ci("%+.3f", diffs[g][1].mean, diffs[g][1].ci).c_str(),
+                    value_ci("%+.3f", diffs[g][2].mean, diffs[g][2].ci).c_str());
       std::cout << buf;
     }
     std::snprintf(buf, sizeof buf,

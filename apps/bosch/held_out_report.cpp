@@ -8,12 +8,9 @@
 
 namespace bosch::cli {
 
-namespace {
-
-/// "v [low, high]" in a fixed width (the interval blank when unknown).
 std::string value_ci(const char* f, double v, const eval::Interval& ci) {
-  char buf[96];
   if (!std::isfinite(v)) return "-";
+  char buf[96];
   std::string s;
   std::snprintf(buf, sizeof buf, f, v);
   s = buf;
@@ -28,8 +25,6 @@ std::string value_ci(const char* f, double v, const eval::Interval& ci) {
   }
   return s;
 }
-
-}  // namespace
 
 void print_report(std::ostream& out, const std::vector<ReportRow>& rows, bool per_task,
                   const eval::BootstrapOptions& bootstrap) {

@@ -21,6 +21,10 @@ struct ReportRow {
   HeldOutReport report;
 };
 
+/// "v [low, high]" with each number printed by the printf `format` (one
+/// double), "v" alone when the interval is unknown, "-" when v is not finite.
+std::string value_ci(const char* format, double v, const eval::Interval& ci);
+
 /// A fixed-width table: one line per row (overall scores: sample count, each
 /// mean with its bootstrap interval), then, with `per_task`, one block per
 /// task; a closing line says what the intervals are.
