@@ -41,8 +41,18 @@ AttentionWindows AttentionOptions::resolve(const po::variables_map& vm, const He
         mask == "-" && mask_format.empty() ? MaskFormat::json : cli::mask_format(mask, mask_format, "--mask-format");
     const io::MaskFile f = read_mask_file(mask, format, layout);
     const auto& meta = f.metadata;
-    if (w <= 0 && meta.contains("window") && meta["window"].is_number_integer()) w = meta["window"].get<int>();
-    if (s < 0 && meta.contains("sinks") && meta["sinks"].is_number_integer()) s = meta["sinks"].get<int>();
+    if (w <= 0)
+      if (const auto mw = metadata_int(meta, "window", input_name(mask))) {
+        if (*mw < 1)
+          throw format_error("metadata.window: must be at least 1, got " + std::to_string(*mw), input_name(mask));
+        w = *mw;
+      }
+    if (s < 0)
+      if (const auto ms = metadata_int(meta, "sinks", input_name(mask))) {
+        if (*ms < 0)
+          throw format_error("metadata.sinks: must be at least 0, got " + std::to_string(*ms), input_name(mask));
+        s = *ms;
+      }
     heads = f.mask;
     if (heads.count() > 0 && w <= 0)
       throw usage_error(input_name(mask) + ": the mask has SWA heads but no window size is recorded: pass --window");

@@ -69,12 +69,6 @@ Form form_of(const std::filesystem::path& path, const std::string& explicit_form
   return m == MaskFormat::json ? Form::json : m == MaskFormat::tsv ? Form::tsv : Form::grid;
 }
 
-/// An int field of the mask's metadata, when present and an integer.
-std::optional<int> metadata_int(const nlohmann::json& meta, const char* key) {
-  if (meta.is_object() && meta.contains(key) && meta[key].is_number_integer()) return meta[key].get<int>();
-  return std::nullopt;
-}
-
 /// Re-raises a bosch::invalid_argument (a mask or model a format cannot
 /// take, not a bad option value) as a runtime failure (exit 1).
 template <class F>
@@ -257,11 +251,11 @@ int run_convert(int argc, char** argv) {
       io::ExportWindows w;
       if (vm.count("window"))
         w.window = window;
-      else if (auto mw = metadata_int(f.metadata, "window"))
+      else if (auto mw = metadata_int(f.metadata, "window", input_name(in)))
         w.window = *mw;
       else
         throw usage_error("--window W is needed: the mask's metadata records no window");
-      w.sinks = vm.count("sinks") ? sinks : metadata_int(f.metadata, "sinks").value_or(0);
+      w.sinks = vm.count("sinks") ? sinks : metadata_int(f.metadata, "sinks", input_name(in)).value_or(0);
       as_runtime_failure([&] {
         switch (dst) {
           case Form::kvpress: io::write_duo_pattern(out, f.mask, f.metadata, w); break;

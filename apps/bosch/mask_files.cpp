@@ -6,6 +6,9 @@
 #include "errors.hpp"
 #include "files.hpp"
 
+#include <cstdint>
+#include <limits>
+
 namespace bosch::cli {
 
 const char* to_string(MaskFormat f) noexcept {
@@ -50,6 +53,19 @@ void write_mask_file(const std::filesystem::path& path, MaskFormat format, const
     case MaskFormat::grid: text = to_grid(mask); break;
   }
   write_output(path, text);
+}
+
+std::optional<int> metadata_int(const nlohmann::json& meta, const char* key, const std::string& file) {
+  if (!meta.is_object() || !meta.contains(key) || meta[key].is_null()) return std::nullopt;
+  const nlohmann::json& v = meta[key];
+  constexpr auto int_max = static_cast<std::int64_t>(std::numeric_limits<int>::max());
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(int_max)) return v.get<int>();
+  } else if (v.is_number_integer()) {
+    const auto x = v.get<std::int64_t>();
+    if (x >= -int_max - 1 && x <= int_max) return static_cast<int>(x);
+  }
+  throw format_error(std::string("metadata.") + key + ": expected an integer, got " + v.dump(), file);
 }
 
 }  // namespace bosch::cli

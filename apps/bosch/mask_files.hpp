@@ -41,4 +41,10 @@ io::MaskFile read_mask_file(const std::filesystem::path& path, MaskFormat format
 void write_mask_file(const std::filesystem::path& path, MaskFormat format, const HeadMask& mask,
                      const nlohmann::json& metadata = nlohmann::json::object());
 
+/// An int field of a mask file's metadata ("window", "sinks"); nullopt when
+/// absent or null. A value that is no integer of int's range is refused
+/// (bosch::format_error "FILE: metadata.KEY: expected an integer, got V"),
+/// never read as absent: a recorded sinks of 2.5 must not become 0.
+std::optional<int> metadata_int(const nlohmann::json& metadata, const char* key, const std::string& file);
+
 }  // namespace bosch::cli

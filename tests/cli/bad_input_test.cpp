@@ -246,3 +246,34 @@ TEST_CASE("10: messages say what is wrong") {
   check_error(run({"evaluate", model, "--mask", dir / "big.json"}, dir), 2, "evaluate",
               {"--context", "(from the mask's metadata)"});
 }
+
+TEST_CASE("12: an export refuses a window or sink count in the mask's metadata that is no integer") {
+  TempDir dir;
+  bosch::HeadMask mask(bosch::HeadLayout{4, 4, 2});
+  mask.set(1, 0, true);
+  bosch::io::write_mask_json(dir / "sinks.json", mask, nlohmann::json{{"window", 64}, {"sinks", 2.5}});
+  bosch::io::write_mask_json(dir / "window.json", mask, nlohmann::json{{"window", "64"}});
+  // Before: read as absent, so the pattern said sink_size 0 (exit 0).
+  check_error(run({"convert", dir / "sinks.json", "--to", "kvpress", "-o", dir / "pattern"}, dir), 1, "convert",
+              {"sinks.json", "metadata.sinks: expected an integer, got 2.5"});
+  CHECK_FALSE(fs::exists(dir / "pattern"));
+  // Before: "the mask's metadata records no window", though it records one.
+  check_error(run({"convert", dir / "window.json", "--to", "kvpress", "-o", dir / "pattern"}, dir), 1, "convert",
+              {"window.json", "metadata.window: expected an integer, got \"64\""});
+  // generate and logits read the same metadata: refused likewise, and a
+  // window below 1 named as the metadata's (before: "no window size is recorded").
+  const std::string model = bosch::test::cli::model();
+  const bosch::HeadLayout layout{5, 8, 4};  // stories260K
+  bosch::HeadMask small(layout);
+  small.set(0, 0, true);
+  bosch::io::write_mask_json(dir / "s.json", small, nlohmann::json{{"window", 8}, {"sinks", 2.5}});
+  bosch::io::write_mask_json(dir / "w.json", small, nlohmann::json{{"window", -5}});
+  check_error(run({"logits", model, "--mask", dir / "s.json", "1", "2"}, dir), 1, "logits",
+              {"s.json", "metadata.sinks: expected an integer, got 2.5"});
+  check_error(run({"generate", model, "--mask", dir / "w.json", "--prompt", "a", "--tokens", "1"}, dir), 1,
+              "generate", {"w.json", "metadata.window: must be at least 1, got -5"});
+  // An explicit --window / --sinks still wins over the metadata.
+  const Run r = run({"convert", dir / "sinks.json", "--to", "kvpress", "--sinks", "4", "-o", dir / "pattern"}, dir);
+  CHECK(r.status == 0);
+  CHECK(nlohmann::json::parse(slurp(dir / "pattern/config.json"))["sink_size"] == 4);
+}
