@@ -154,6 +154,8 @@ std::vector<double> SearchOptions::parse_ratios(std::string_view list, const std
   for (const auto& item : split_list(list)) {
     out.push_back(parse_number<double>(item, option));
     check_ratio(out.back(), option);
+    if (std::find(out.begin(), out.end() - 1, out.back()) != out.end() - 1)
+      throw invalid_argument("ratio " + std::string(item) + " given twice", option);
   }
   if (out.empty()) throw invalid_argument("no ratio given", option);
   return out;

@@ -22,7 +22,11 @@ std::string check_non_negative(const int& v) {
   return v >= 0 ? std::string() : "must be >= 0, got " + std::to_string(v);
 }
 std::string check_tasks(const std::vector<tasks::TaskKind>& v) {
-  return v.empty() ? "no task given" : std::string();
+  if (v.empty()) return "no task given";
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) != v.begin() + static_cast<std::ptrdiff_t>(i))
+      return "task " + std::string(tasks::to_string(v[i])) + " given twice (--samples sets the samples per task)";
+  return {};
 }
 std::string check_contexts(const std::vector<int>& v) {
   if (v.empty()) return "no context length given";

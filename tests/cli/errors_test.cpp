@@ -46,6 +46,8 @@ TEST_CASE("select: usage errors exit 2 with one line naming the option") {
   check_error(sel({"--sinks", "-1"}), 2, "select", "--sinks: sinks must be at least 0");
   check_error(sel({"--tasks", "passkey,nosuchtask"}), 2, "select", "--tasks: unknown");
   check_error(sel({"--tasks", ","}), 2, "select", "--tasks: no task given");
+  check_error(sel({"--tasks", "passkey,niah_single_1,passkey"}), 2, "select", "--tasks: task passkey given twice");
+  check_error(sel({"--ratios", "0.25,0.5,0.25"}), 2, "select", "--ratios: ratio 0.25 given twice");
   check_error(sel({"--variant", "best"}), 2, "select", "--variant: unknown value 'best'");
   check_error(sel({"--device", "tpu"}), 2, "select", "--device: unknown device 'tpu'");
   check_error(sel({"--max-evaluations", "2"}), 2, "select", "--max-evaluations");
