@@ -11,6 +11,7 @@ needs it, as in the C++ suites: nothing passes having asserted nothing.
 
 import os
 import pathlib
+import signal
 import subprocess
 
 import pytest
@@ -56,3 +57,18 @@ def run(args, **kwargs) -> subprocess.CompletedProcess:
     if p.returncode != 0:
         pytest.fail(f"{' '.join(map(str, args))} exited {p.returncode}:\n{p.stderr}")
     return p
+
+
+@pytest.fixture
+def ctrl_c():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test's duration.
+
+    A process started in the background by a non-interactive shell (a CI job
+    launched with `cmd &`) inherits SIGINT ignored, and Python then leaves it
+    ignored, so a Ctrl-C test would see no KeyboardInterrupt for reasons that
+    have nothing to do with bosch."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -267,7 +267,7 @@ def test_an_exception_propagates_with_its_traceback_and_the_checkpoint_keeps_eve
     assert json.loads(ck.read_text())["complete"] is True
 
 
-def test_ctrl_c_in_the_evaluator_stops_with_a_checkpoint_and_resumes_to_the_same_result(tmp_path):
+def test_ctrl_c_in_the_evaluator_stops_with_a_checkpoint_and_resumes_to_the_same_result(tmp_path, ctrl_c):
     ck = tmp_path / "run.checkpoint"
     planted = Planted(seed=6)
 

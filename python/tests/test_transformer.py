@@ -100,7 +100,7 @@ def test_held_out_report_equals_bosch_evaluate(evaluator, bosch_cli, stories_mod
     assert evaluator.held_out(bosch.read_mask(mask_file).mask) == cli
 
 
-def test_ctrl_c_between_native_evaluations_stops_with_a_checkpoint(evaluator, tmp_path):
+def test_ctrl_c_between_native_evaluations_stops_with_a_checkpoint(evaluator, tmp_path, ctrl_c):
     ck = tmp_path / "run.checkpoint"
     search = dict(ratio=0.5, seed=3, probe_budget=6, chunk_budget=24, group_rounds=2)
     timer = threading.Timer(0.4, os.kill, (os.getpid(), signal.SIGINT))
