@@ -194,3 +194,32 @@ TEST_CASE("attention kernel: rejects inconsistent shapes") {
   const std::vector<int> decreasing{0, 2, 1};
   CHECK_THROWS_AS(cpu::attention(buf.data(), buf.data(), buf.data(), buf.data(), decreasing, ok, win, {}), invalid_argument);
 }
+
+TEST_CASE("attention_rows: the query rows past a prefix against a direct softmax, any first row") {
+  // One sequence of 150 keys; the queries from row qb on, in tiles that start at qb.
+  const int H = 6, Hkv = 3, hd = 16, n = 150;
+  const auto q = random_floats(static_cast<std::size_t>(n) * H * hd, test::seed(13), 1.5);
+  const auto k = random_floats(static_cast<std::size_t>(n) * Hkv * hd, test::seed(14), 1.5);
+  const auto v = random_floats(static_cast<std::size_t>(n) * Hkv * hd, test::seed(15));
+  const std::vector<cpu::HeadWindow> win{{0, 0}, {7, 0}, {20, 3}};
+  cpu::AttentionShape shape{H, Hkv, hd, static_cast<std::size_t>(H * hd), static_cast<std::size_t>(Hkv * hd),
+                            static_cast<std::size_t>(H * hd)};
+  const auto want = direct_attention(q, k, v, n, H, Hkv, hd, win);
+  const std::size_t row = static_cast<std::size_t>(H) * hd;
+  for (int tile : {13, 64})
+    for (int qb : {0, 1, 20, 64, 149, 150}) {
+      const std::vector<float> qs(q.begin() + static_cast<std::ptrdiff_t>(qb * row), q.end());
+      std::vector<float> out(qs.size(), std::nanf(""));
+      cpu::attention_rows(qs.data(), k.data(), v.data(), out.data(), n, qb, shape, win, {tile, 0});
+      double err = 0;
+      for (std::size_t e = 0; e < out.size(); ++e)
+        err = std::max(err, std::abs(want[static_cast<std::size_t>(qb) * row + e] - out[e]));
+      INFO("tile " << tile << ", first query row " << qb << ", max abs error " << err);
+      CHECK(err <= 1e-5);
+    }
+  std::vector<float> buf(static_cast<std::size_t>(n) * row);
+  CHECK_THROWS_AS(cpu::attention_rows(buf.data(), buf.data(), buf.data(), buf.data(), n, n + 1, shape, win, {}),
+                  invalid_argument);
+  CHECK_THROWS_AS(cpu::attention_rows(buf.data(), buf.data(), buf.data(), buf.data(), n, -1, shape, win, {}),
+                  invalid_argument);
+}

@@ -73,7 +73,8 @@ int row_intervals(const HeadWindow& w, int i, int j0, int j1, KeyRange out[2]) {
 }
 
 struct Item {
-  int base = 0;   // first row of the sequence in the packed buffers
+  int base = 0;   // first row of the sequence in the packed key/value buffers
+  std::ptrdiff_t qbase = 0;  // query row i sits at row qbase + i of q and out
   int n = 0;      // rows of the sequence
   int i0 = 0;     // first query row (relative)
   int i1 = 0;     // one past the last query row
@@ -109,9 +110,14 @@ int query_tile(const AttentionTiles& tiles, const HeadWindow& window) {
   return std::min(t, tiles.tile);
 }
 
-AttentionWork attention(const float* q, const float* k, const float* v, float* out,
-                        std::span<const int> offsets, const AttentionShape& shape,
-                        std::span<const HeadWindow> windows, const AttentionTiles& tiles) {
+namespace {
+
+/// The tiled kernel of attention() and attention_rows(): the query rows of
+/// sequence b are [query_begin, n_b) (query_begin > 0 only with one sequence,
+/// whose q and out then hold its rows from query_begin on).
+AttentionWork tiled_attention(const float* q, const float* k, const float* v, float* out,
+                              std::span<const int> offsets, int query_begin, const AttentionShape& shape,
+                              std::span<const HeadWindow> windows, const AttentionTiles& tiles) {
   check_shape(shape, windows.size());
   if (tiles.tile <= 0 || tiles.swa_tile < 0)
     throw invalid_argument("attention tile sizes must be positive", "tile");
@@ -136,8 +142,8 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
       const HeadWindow w = effective(windows[g], n);
       const int t = std::max(1, query_tile(tiles, w));
       max_rows = std::max(max_rows, t);
-      for (int i0 = 0; i0 < n; i0 += t) {
-        Item it{offsets[b], n, i0, std::min(n, i0 + t), g, w, 0};
+      for (int i0 = query_begin; i0 < n; i0 += t) {
+        Item it{offsets[b], static_cast<std::ptrdiff_t>(offsets[b]) - query_begin, n, i0, std::min(n, i0 + t), g, w, 0};
         KeyRange r[2];
         const int c = key_ranges(w, it.i0, it.i1, r);
         for (int x = 0; x < c; ++x) it.keys += static_cast<std::size_t>(r[x].end - r[x].begin);
@@ -175,7 +181,7 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
       // Pack the group's query rows, scaled: row hh * T + r = query head g*G+hh at position i0+r.
       for (int hh = 0; hh < G; ++hh)
         for (int r = 0; r < T; ++r) {
-          const float* src = q + static_cast<std::size_t>(it.base + it.i0 + r) * shape.q_stride +
+          const float* src = q + static_cast<std::size_t>(it.qbase + it.i0 + r) * shape.q_stride +
                              static_cast<std::size_t>(it.kv * G + hh) * hd;
           float* dst = qp.data() + (static_cast<std::size_t>(hh) * T + r) * hd;
           for (int c = 0; c < hd; ++c) dst[c] = src[c] * scale;
@@ -251,7 +257,7 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
       for (int hh = 0; hh < G; ++hh)
         for (int r = 0; r < T; ++r) {
           const Eigen::Index row = static_cast<Eigen::Index>(hh) * T + r;
-          float* dst = out + static_cast<std::size_t>(it.base + it.i0 + r) * shape.out_stride +
+          float* dst = out + static_cast<std::size_t>(it.qbase + it.i0 + r) * shape.out_stride +
                        static_cast<std::size_t>(it.kv * G + hh) * hd;
           const float inv = 1.0f / l[row];
           const float* a = acc.data() + row * hd;
@@ -260,6 +266,25 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
     }
   }
   return work;
+}
+
+}  // namespace
+
+AttentionWork attention(const float* q, const float* k, const float* v, float* out,
+                        std::span<const int> offsets, const AttentionShape& shape,
+                        std::span<const HeadWindow> windows, const AttentionTiles& tiles) {
+  return tiled_attention(q, k, v, out, offsets, 0, shape, windows, tiles);
+}
+
+AttentionWork attention_rows(const float* q, const float* k, const float* v, float* out, int n, int query_begin,
+                             const AttentionShape& shape, std::span<const HeadWindow> windows,
+                             const AttentionTiles& tiles) {
+  if (n < 0 || query_begin < 0 || query_begin > n)
+    throw invalid_argument("query rows [" + std::to_string(query_begin) + ", " + std::to_string(n) +
+                               ") outside a sequence of " + std::to_string(n) + " keys",
+                           "attention_rows");
+  const int offsets[2] = {0, n};
+  return tiled_attention(q, k, v, out, offsets, query_begin, shape, windows, tiles);
 }
 
 void attention_cached(const float* q, int n, int start, const float* k, const float* v, float* out,

@@ -74,6 +74,18 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
                         std::span<const int> offsets, const AttentionShape& shape,
                         std::span<const HeadWindow> windows, const AttentionTiles& tiles);
 
+/// attention() for the query rows [query_begin, n) of one sequence of n
+/// keys: `q` and `out` hold n - query_begin rows (row r = position
+/// query_begin + r), `k` and `v` all n rows. The same tiled kernel, with
+/// query tiles starting at query_begin (so not bitwise attention() over the
+/// whole sequence, whose tiles start at 0). The evaluator's shared-prefix
+/// forward runs its rows past a mask-invariant prefix with it
+/// (Backend::run_layers with a SharedPrefix). Throws bosch::invalid_argument
+/// unless 0 <= query_begin <= n, and as attention() does.
+AttentionWork attention_rows(const float* q, const float* k, const float* v, float* out, int n, int query_begin,
+                             const AttentionShape& shape, std::span<const HeadWindow> windows,
+                             const AttentionTiles& tiles);
+
 /// Attention of `n` new query rows of one sequence, at positions start ..
 /// start + n - 1, against the keys and values of positions 0 .. start + n - 1
 /// (a key/value cache; the new rows' own keys last). Each (row, query head)
