@@ -166,6 +166,49 @@ TEST_CASE("cpu forward: layer-wise entry points equal the whole forward bitwise"
   CHECK(std::memcmp(y.data.data(), x.data.data(), x.bytes()) == 0);
 }
 
+TEST_CASE("cpu forward: the rows past a shared prefix match the naive reference of the whole sequence") {
+  // The evaluator's shared prefix (eval/transformer_evaluator.hpp): keys and
+  // values of the first P rows from a forward over them alone, then only the
+  // later rows, for windows of w >= P keys.
+  for (auto arch : {model::Arch::llama, model::Arch::qwen2, model::Arch::qwen3}) {
+    auto cfg = test::tiny_config(arch, 2);
+    cfg.num_layers = 3;
+    const auto m = test::tiny_model(cfg, test::seed(85));
+    cpu::Backend b(m, {.threads = 0, .tile = 7});
+    const int n = 60;
+    const auto tokens = test::random_tokens(n, cfg.vocab_size, test::seed(86));
+    const std::span<const int> all(tokens);
+    for (int P : {0, 1, 9, 16}) {
+      for (int sinks : {0, 2}) {
+        const auto mask = random_mask(cfg.layout(), test::seed(87 + static_cast<std::uint64_t>(P)));
+        const auto win = AttentionWindows::from_mask(mask, 16, sinks);
+        const auto prefix = b.shared_prefix(all.first(static_cast<std::size_t>(P)));
+        CHECK(prefix.rows == P);
+        auto x = b.embed(all.subspan(static_cast<std::size_t>(P)));
+        b.run_layers(x, 0, 1, win, prefix);
+        b.run_layers(x, 1, cfg.num_layers, win, prefix);
+        const std::vector<int> rows{0, n - P - 1, (n - P) / 2};  // positions P, n - 1 and between
+        std::vector<int> pos;
+        for (int r : rows) pos.push_back(r + P);
+        const auto got = b.logits(x, rows);
+        const auto d = compare(got, reference_logits(m, tokens, win, pos));
+        INFO(model::to_string(arch) << ", prefix " << P << ", sinks " << sinks << ": max abs diff " << d.max_abs);
+        CHECK(d.max_abs <= tolerance * std::max(1.0, d.scale));
+        CHECK(d.scale > 0.5);
+      }
+    }
+    // A window shorter than the prefix would change the prefix's own rows: refused.
+    HeadMask one(cfg.layout());
+    one.set(0, 0, true);
+    const auto prefix = b.shared_prefix(all.first(16));
+    auto x = b.embed(all.subspan(16));
+    CHECK_THROWS_AS(b.run_layers(x, 0, 1, AttentionWindows::from_mask(one, 15), prefix), invalid_argument);
+    cpu::SharedPrefix wrong = prefix;
+    wrong.k.pop_back();
+    CHECK_THROWS_AS(b.run_layers(x, 0, 1, AttentionWindows::from_mask(one, 16), wrong), invalid_argument);
+  }
+}
+
 TEST_CASE("cpu forward: a window at least as long as the sequence is exactly full attention") {
   const auto m = test::tiny_model(test::tiny_config(), test::seed(90));
   cpu::Backend b(m, {.threads = 0, .tile = 6});

@@ -144,6 +144,73 @@ void Backend::run_layers(Residual& x, int first, int last, const AttentionWindow
   run_packed(*model_, options_, bf16_.get(), x.data.data(), offsets, first, last, windows, hooks);
 }
 
+SharedPrefix Backend::shared_prefix(std::span<const int> tokens) const {
+  const auto& c = config();
+  Residual x = embed(tokens);
+  SharedPrefix prefix;
+  prefix.rows = x.n_tokens;
+  prefix.k.resize(static_cast<std::size_t>(c.num_layers));
+  prefix.v.resize(static_cast<std::size_t>(c.num_layers));
+  LayerHooks hooks;
+  hooks.cache = [&prefix](const LayerView& view) {
+    const std::size_t n = static_cast<std::size_t>(view.rows) * view.shape.kv_stride;
+    prefix.k[static_cast<std::size_t>(view.layer)].assign(view.k, view.k + n);
+    prefix.v[static_cast<std::size_t>(view.layer)].assign(view.v, view.v + n);
+    return KeyValues{view.k, view.v, view.rows};
+  };
+  const int offsets[2] = {0, x.n_tokens};
+  run_packed(*model_, options_, bf16_.get(), x.data.data(), offsets, 0, c.num_layers, AttentionWindows::full(),
+             hooks);
+  return prefix;
+}
+
+void Backend::run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
+                         const SharedPrefix& prefix) const {
+  const auto& c = config();
+  check_residual(x, c, first, last);
+  windows.check(c.layout(), "windows");
+  const std::size_t kv_stride = static_cast<std::size_t>(c.num_kv_heads) * static_cast<std::size_t>(c.head_dim);
+  const std::size_t P = static_cast<std::size_t>(std::max(0, prefix.rows));
+  if (prefix.rows < 0 || prefix.k.size() != static_cast<std::size_t>(c.num_layers) ||
+      prefix.v.size() != prefix.k.size())
+    throw invalid_argument("shared prefix of " + std::to_string(prefix.k.size()) + " layers, model has " +
+                               std::to_string(c.num_layers),
+                           "run_layers");
+  for (std::size_t l = 0; l < prefix.k.size(); ++l)
+    if (prefix.k[l].size() != P * kv_stride || prefix.v[l].size() != P * kv_stride)
+      throw invalid_argument("shared prefix layer " + std::to_string(l) + " does not hold " + std::to_string(P) +
+                                 " rows of keys and values",
+                             "run_layers");
+  if (windows.mask.size() != 0 && windows.mask.count() > 0 && windows.window < prefix.rows)
+    throw invalid_argument("a shared prefix of " + std::to_string(prefix.rows) + " rows needs windows of at least " +
+                               std::to_string(prefix.rows) + " keys, got " + std::to_string(windows.window),
+                           "run_layers");
+  const int N = x.n_tokens;
+  if (first >= last || N == 0) return;
+  ThreadScope threads(options_.threads);
+  const RopeTable rope(c, prefix.rows + N);
+  LayerScratch s(c, static_cast<std::size_t>(N), bf16_ != nullptr);
+  const AttentionTiles tiles{options_.tile, options_.swa_tile};
+  std::vector<HeadWindow> hw(static_cast<std::size_t>(c.num_kv_heads));
+  // Keys and values attention reads: the prefix's rows, then the new rows.
+  const std::size_t rows = P + static_cast<std::size_t>(N);
+  std::vector<float> keys(rows * kv_stride), values(rows * kv_stride);
+  LayerHooks hooks;
+  hooks.cache = [&](const LayerView& view) {
+    const auto l = static_cast<std::size_t>(view.layer);
+    std::copy(prefix.k[l].begin(), prefix.k[l].end(), keys.begin());
+    std::copy(prefix.v[l].begin(), prefix.v[l].end(), values.begin());
+    std::copy_n(view.k, static_cast<std::size_t>(N) * kv_stride, keys.begin() + static_cast<std::ptrdiff_t>(P * kv_stride));
+    std::copy_n(view.v, static_cast<std::size_t>(N) * kv_stride, values.begin() + static_cast<std::ptrdiff_t>(P * kv_stride));
+    return KeyValues{keys.data(), values.data(), static_cast<int>(rows)};
+  };
+  const int offsets[2] = {0, N};
+  for (int l = first; l < last; ++l) {
+    layer_windows(windows, l, hw);
+    decoder_layer(*model_, l, x.data.data(), LayerRows{offsets, prefix.rows}, rope, hw, tiles, s, hooks, bf16_.get());
+  }
+}
+
 std::vector<float> Backend::logits(const Residual& x, std::span<const int> positions) const {
   frame::check_residual(x.n_tokens, x.hidden, x.data.size(), config().hidden_size, "residual");
   frame::check_positions(positions, x.n_tokens, "positions");

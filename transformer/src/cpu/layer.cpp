@@ -114,8 +114,8 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
   else if (kv.rows == static_cast<int>(N))
     attention(s.q.data(), kv.k, kv.v, s.att.data(), rows.offsets, shape, windows, tiles);
   else
-    attention_cached(s.q.data(), static_cast<int>(N), kv.rows - static_cast<int>(N), kv.k, kv.v, s.att.data(),
-                     shape, windows);
+    attention_rows(s.q.data(), kv.k, kv.v, s.att.data(), kv.rows, kv.rows - static_cast<int>(N), shape, windows,
+                   tiles);
   if (hooks.blend) hooks.blend(view, s.att.data());
   products.input(s.att.data(), N, c.num_heads * hd);
   products.apply(L.wo, P.wo, nullptr, s.h.data());

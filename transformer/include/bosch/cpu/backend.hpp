@@ -62,6 +62,24 @@ struct Residual {
   std::size_t bytes() const noexcept { return data.size() * sizeof(float); }
 };
 
+/// The keys and values (after projection, K norm and RoPE) of the first
+/// `rows` positions of one sequence at every layer, as
+/// Backend::shared_prefix computes them: a forward over those rows alone with
+/// full attention. Under windows of w >= rows keys every head sees all
+/// earlier keys at these positions, so they are the same for every mask, and
+/// an evaluator that scores many masks on one sequence computes them once
+/// and runs only the later rows (run_layers with a prefix).
+struct SharedPrefix {
+  int rows = 0;
+  std::vector<std::vector<float>> k, v;  ///< per layer: [rows, num_kv_heads * head_dim]
+  std::size_t bytes() const noexcept {
+    std::size_t b = 0;
+    for (const auto& x : k) b += x.size() * sizeof(float);
+    for (const auto& x : v) b += x.size() * sizeof(float);
+    return b;
+  }
+};
+
 /// What attention statistics to collect during run_layers (static baselines).
 /// Only query rows i with i >= query_begin (or, when `rows` is non-empty, only
 /// the listed rows) contribute.
@@ -154,6 +172,23 @@ class Backend {
   /// output; a cache hook is for prefill/decode_step). Same checks as above.
   void run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
                   const LayerHooks& hooks) const;
+
+  /// The keys and values of `tokens` (a sequence's first rows) at every
+  /// layer (SharedPrefix): one forward over them with full attention.
+  /// Throws bosch::invalid_argument for an id outside the vocabulary.
+  SharedPrefix shared_prefix(std::span<const int> tokens) const;
+
+  /// Runs layers [first, last) on `x`, the rows of one sequence from
+  /// position prefix.rows on, in place: each layer's queries attend the
+  /// prefix's keys and values of that layer and the rows' own
+  /// (cpu::attention_rows). The result equals run_layers on the whole
+  /// sequence restricted to these rows up to fp32 rounding (the tiles fall
+  /// differently), not bitwise; it is deterministic. Throws
+  /// bosch::invalid_argument when the prefix does not fit the model, and when
+  /// `windows` has an SWA head with window < prefix.rows (the prefix's rows
+  /// would then differ from the mask's).
+  void run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
+                  const SharedPrefix& prefix) const;
 
   /// Logits at the given positions after the final norm and output
   /// projection: [positions.size(), vocab] row-major.

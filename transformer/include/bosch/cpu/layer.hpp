@@ -123,7 +123,8 @@ void layer_windows(const AttentionWindows& windows, int layer, std::span<HeadWin
 /// `windows` has one entry per KV head; `scratch` holds at least
 /// offsets.back() rows. Attention: the tiled kernel (cpu::attention with
 /// `tiles`) over the new rows, or, when hooks.cache returns earlier
-/// positions, the cached kernel (cpu::attention_cached). Uses the calling
+/// positions too (a single sequence), the same kernel for the new rows
+/// against all of them (cpu::attention_rows). Uses the calling
 /// thread's OpenMP thread count. The model must have passed
 /// model::validate and the arguments must fit it (not re-checked here).
 void decoder_layer(const model::Model& model, int layer, float* x, const LayerRows& rows,
