@@ -197,6 +197,46 @@ TEST_CASE("cpu forward: the rows past a shared prefix match the naive reference 
         CHECK(d.scale > 0.5);
       }
     }
+    // The last layer for the rows from F on only (the evaluator's answer
+    // rows): their logits as the whole sequence's, in fp32 against the naive
+    // reference, in bf16 against the bf16 forward over every row.
+    cpu::Backend b16(m, {.threads = 0, .tile = 7, .precision = cpu::Precision::bf16});
+    for (int F : {0, 1, 20, n - 11}) {  // up to the last row past P = 10
+      const int P = 10;
+      const auto mask = random_mask(cfg.layout(), test::seed(88 + static_cast<std::uint64_t>(F)));
+      const auto win = AttentionWindows::from_mask(mask, 16, 1);
+      std::vector<int> rows, pos;
+      for (int r = F; r < n - P; r += 3) rows.push_back(r);
+      rows.push_back(n - P - 1);
+      for (int r : rows) pos.push_back(r + P);
+      auto run = [&](const cpu::Backend& be, int outputs_from) {
+        const auto prefix = be.shared_prefix(all.first(static_cast<std::size_t>(P)));
+        auto x = be.embed(all.subspan(static_cast<std::size_t>(P)));
+        be.run_layers(x, 0, cfg.num_layers - 1, win, prefix);
+        be.run_layers(x, cfg.num_layers - 1, cfg.num_layers, win, prefix, outputs_from);
+        return be.logits(x, rows);
+      };
+      const auto d = compare(run(b, F), reference_logits(m, tokens, win, pos));
+      INFO(model::to_string(arch) << ", outputs from " << F << ": max abs diff " << d.max_abs);
+      CHECK(d.max_abs <= tolerance * std::max(1.0, d.scale));
+      CHECK(d.scale > 0.5);
+      const auto got16 = run(b16, F), want16 = run(b16, 0);
+      REQUIRE(got16.size() == want16.size());
+      double diff16 = 0, scale16 = 0;
+      for (std::size_t i = 0; i < got16.size(); ++i) {
+        diff16 = std::max(diff16, std::abs(static_cast<double>(got16[i]) - want16[i]));
+        scale16 = std::max(scale16, std::abs(static_cast<double>(want16[i])));
+      }
+      INFO("bf16: max abs diff " << diff16);
+      CHECK(diff16 <= tolerance * std::max(1.0, scale16));
+    }
+    {
+      const auto prefix = b.shared_prefix(all.first(10));
+      auto x = b.embed(all.subspan(10));
+      const auto win = AttentionWindows::from_mask(HeadMask(cfg.layout()), 16, 0);
+      CHECK_THROWS_AS(b.run_layers(x, 0, 1, win, prefix, n - 9), invalid_argument);
+      CHECK_THROWS_AS(b.run_layers(x, 0, 1, win, prefix, -1), invalid_argument);
+    }
     // A window shorter than the prefix would change the prefix's own rows: refused.
     HeadMask one(cfg.layout());
     one.set(0, 0, true);

@@ -165,7 +165,7 @@ SharedPrefix Backend::shared_prefix(std::span<const int> tokens) const {
 }
 
 void Backend::run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
-                         const SharedPrefix& prefix) const {
+                         const SharedPrefix& prefix, int outputs_from) const {
   const auto& c = config();
   check_residual(x, c, first, last);
   windows.check(c.layout(), "windows");
@@ -186,6 +186,9 @@ void Backend::run_layers(Residual& x, int first, int last, const AttentionWindow
                                std::to_string(prefix.rows) + " keys, got " + std::to_string(windows.window),
                            "run_layers");
   const int N = x.n_tokens;
+  if (outputs_from < 0 || outputs_from > N)
+    throw invalid_argument("outputs from row " + std::to_string(outputs_from) + " of " + std::to_string(N),
+                           "run_layers");
   if (first >= last || N == 0) return;
   ThreadScope threads(options_.threads);
   const RopeTable rope(c, prefix.rows + N);
@@ -207,7 +210,8 @@ void Backend::run_layers(Residual& x, int first, int last, const AttentionWindow
   const int offsets[2] = {0, N};
   for (int l = first; l < last; ++l) {
     layer_windows(windows, l, hw);
-    decoder_layer(*model_, l, x.data.data(), LayerRows{offsets, prefix.rows}, rope, hw, tiles, s, hooks, bf16_.get());
+    const LayerRows rows{offsets, prefix.rows, l + 1 == last ? outputs_from : 0};
+    decoder_layer(*model_, l, x.data.data(), rows, rope, hw, tiles, s, hooks, bf16_.get());
   }
 }
 

@@ -26,21 +26,25 @@ class Products {
   void input(const float* x, std::size_t rows, int cols) {
     x_ = x;
     rows_ = rows;
+    cols_ = static_cast<std::size_t>(cols);
     if (bf16_) convert_bf16(x, rows, cols, buffer_.data(), bf16_->kernel);
   }
 
-  void apply(const model::Matrix& w, const PackedMatrix& packed, const float* bias, float* y) const {
+  /// y = the input's rows [from, rows) times w (+ bias).
+  void apply(const model::Matrix& w, const PackedMatrix& packed, const float* bias, float* y,
+             std::size_t from = 0) const {
     if (bf16_)
-      gemm_bf16(buffer_.data(), rows_, packed, bias, y, bf16_->kernel);
+      gemm_bf16(buffer_.data() + from * bf16_stride(static_cast<int>(cols_)), rows_ - from, packed, bias, y,
+                bf16_->kernel);
     else
-      linear(x_, rows_, w, bias, y);
+      linear(x_ + from * cols_, rows_ - from, w, bias, y);
   }
 
  private:
   const Bf16Weights* bf16_;
   Bf16Vector& buffer_;
   const float* x_ = nullptr;
-  std::size_t rows_ = 0;
+  std::size_t rows_ = 0, cols_ = 0;
 };
 
 }  // namespace
@@ -92,18 +96,26 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
   const Bf16Layer& P = bf16 ? bf16->layers[static_cast<std::size_t>(layer)] : fp32_layer;
   Products products(bf16, s.xb);
 
+  // Rows [F, N) leave the layer (LayerRows::outputs_from): the queries, the
+  // attention output, x from the output projection on and the feed-forward
+  // hold those M rows only (F = 0: all rows).
+  const std::size_t F = static_cast<std::size_t>(std::max(0, rows.outputs_from));
+  const std::size_t M = N - F;
+
   // Attention block.
   rms_norm(x, s.h.data(), N, d, L.attn_norm.data(), eps);
   products.input(s.h.data(), N, d);
-  products.apply(L.wq, P.wq, bias(L.bq), s.q.data());
+  products.apply(L.wq, P.wq, bias(L.bq), s.q.data(), F);
   products.apply(L.wk, P.wk, bias(L.bk), s.k.data());
   products.apply(L.wv, P.wv, bias(L.bv), s.v.data());
-  if (!L.q_norm.empty()) rms_norm(s.q.data(), s.q.data(), N * c.num_heads, hd, L.q_norm.data(), eps);
+  if (!L.q_norm.empty()) rms_norm(s.q.data(), s.q.data(), M * c.num_heads, hd, L.q_norm.data(), eps);
   if (!L.k_norm.empty()) rms_norm(s.k.data(), s.k.data(), N * c.num_kv_heads, hd, L.k_norm.data(), eps);
   for (std::size_t b = 0; b + 1 < rows.offsets.size(); ++b) {
     const auto n = static_cast<std::size_t>(rows.offsets[b + 1] - rows.offsets[b]);
     const auto o = static_cast<std::size_t>(rows.offsets[b]);
-    rope.apply(s.q.data() + o * shape.q_stride, n, shape.q_stride, c.num_heads, rows.start);
+    // F > 0 only with a single sequence: its queries are rows F.. of it.
+    rope.apply(s.q.data() + o * shape.q_stride, n - F, shape.q_stride, c.num_heads,
+               rows.start + static_cast<int>(F));
     rope.apply(s.k.data() + o * shape.kv_stride, n, shape.kv_stride, c.num_kv_heads, rows.start);
   }
   const LayerView view{layer, static_cast<int>(N), s.q.data(), s.k.data(), s.v.data(), shape, rows.offsets, windows};
@@ -111,31 +123,32 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
   if (hooks.inspect) hooks.inspect(view);
   if (hooks.attend)
     hooks.attend(view, s.att.data());
-  else if (kv.rows == static_cast<int>(N))
+  else if (kv.rows == static_cast<int>(N) && F == 0)
     attention(s.q.data(), kv.k, kv.v, s.att.data(), rows.offsets, shape, windows, tiles);
   else
-    attention_rows(s.q.data(), kv.k, kv.v, s.att.data(), kv.rows, kv.rows - static_cast<int>(N), shape, windows,
+    attention_rows(s.q.data(), kv.k, kv.v, s.att.data(), kv.rows, kv.rows - static_cast<int>(M), shape, windows,
                    tiles);
   if (hooks.blend) hooks.blend(view, s.att.data());
-  products.input(s.att.data(), N, c.num_heads * hd);
+  x += F * static_cast<std::size_t>(d);
+  products.input(s.att.data(), M, c.num_heads * hd);
   products.apply(L.wo, P.wo, nullptr, s.h.data());
-  add_inplace(x, s.h.data(), N * d);
+  add_inplace(x, s.h.data(), M * d);
 
   // Feed-forward block: SwiGLU, or the mixture of experts (cpu/moe.hpp).
-  rms_norm(x, s.h.data(), N, d, L.ffn_norm.data(), eps);
+  rms_norm(x, s.h.data(), M, d, L.ffn_norm.data(), eps);
   if (c.is_sparse_layer(layer)) {
     // The experts' products stay fp32 (cpu/moe.hpp).
-    moe_ffn(s.h.data(), N, L, c, s.moe, s.h.data());
-    add_inplace(x, s.h.data(), N * d);
+    moe_ffn(s.h.data(), M, L, c, s.moe, s.h.data());
+    add_inplace(x, s.h.data(), M * d);
     return;
   }
-  products.input(s.h.data(), N, d);
+  products.input(s.h.data(), M, d);
   products.apply(L.w_gate, P.w_gate, nullptr, s.gate.data());
   products.apply(L.w_up, P.w_up, nullptr, s.up.data());
-  silu_mul(s.gate.data(), s.up.data(), N * static_cast<std::size_t>(c.intermediate_size));
-  products.input(s.gate.data(), N, c.intermediate_size);
+  silu_mul(s.gate.data(), s.up.data(), M * static_cast<std::size_t>(c.intermediate_size));
+  products.input(s.gate.data(), M, c.intermediate_size);
   products.apply(L.w_down, P.w_down, nullptr, s.h.data());
-  add_inplace(x, s.h.data(), N * d);
+  add_inplace(x, s.h.data(), M * d);
 }
 
 }  // namespace bosch::cpu

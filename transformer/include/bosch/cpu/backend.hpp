@@ -187,8 +187,14 @@ class Backend {
   /// bosch::invalid_argument when the prefix does not fit the model, and when
   /// `windows` has an SWA head with window < prefix.rows (the prefix's rows
   /// would then differ from the mask's).
+  /// `outputs_from` > 0 makes layer last - 1 compute only rows
+  /// [outputs_from, x.n_tokens) (LayerRows::outputs_from: the earlier rows
+  /// give keys and values and are left as they came in), so that x is then
+  /// good only for logits at those rows; for the last layer of a scoring
+  /// forward whose answers start there. Throws bosch::invalid_argument
+  /// unless 0 <= outputs_from <= x.n_tokens.
   void run_layers(Residual& x, int first, int last, const AttentionWindows& windows,
-                  const SharedPrefix& prefix) const;
+                  const SharedPrefix& prefix, int outputs_from = 0) const;
 
   /// Logits at the given positions after the final norm and output
   /// projection: [positions.size(), vocab] row-major.

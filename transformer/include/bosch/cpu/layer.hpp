@@ -105,6 +105,15 @@ struct LayerHooks {
 struct LayerRows {
   std::span<const int> offsets;
   int start = 0;
+  /// Rows [outputs_from, offsets.back()) leave the layer; the rows before
+  /// only give their keys and values (a single sequence; 0: every row).
+  /// Their queries, attention, output projection and feed-forward are
+  /// skipped and their x rows left as they came in, so the result is only
+  /// good for the logits of the later rows (the last layer of a scoring
+  /// forward, whose earlier rows no later layer reads). The hooks then see
+  /// the queries of those rows only (view.q) and attend and blend must be
+  /// unset.
+  int outputs_from = 0;
 };
 
 /// The query/key/value shape of `config` in the packed layout of the backend.
