@@ -83,6 +83,7 @@ TransformerEvaluatorOptions RunSettings::evaluator() const {
   e.window = window;
   e.sinks = sinks;
   e.cache_bytes = cache_bytes;
+  e.shared_prefix = shared_prefix;
   return e;
 }
 

@@ -80,6 +80,50 @@ TEST_CASE("hinted evaluation gives exactly the score of a full evaluation (stori
   CHECK(scores[1] == plain.evaluate(batch[1]));
 }
 
+TEST_CASE("shared prefix: the scores of full-row forwards up to rounding, whatever the order, and costed (stories260K)") {
+  const auto path = bosch::test::fixture("models/stories260K.gguf");
+  if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;
+  const auto model = bosch::model::load(path);
+  const bosch::cpu::Backend backend(model);
+  const auto tasks = copy_tasks(model, 300, 3);
+  bosch::TransformerEvaluatorOptions options;
+  options.window = 16;
+  options.sinks = 2;
+  Evaluator shared(backend, tasks, options), reversed(backend, tasks, options);
+  options.shared_prefix = false;
+  Evaluator rows(backend, tasks, options);
+
+  boost::random::mt19937_64 rng(bosch::test::seed(3));
+  std::vector<bosch::HeadMask> masks{bosch::HeadMask(shared.layout())};
+  for (int i = 0; i < 6; ++i) masks.push_back(random_mask(shared.layout(), rng));
+  std::vector<double> a, b(masks.size());
+  for (const auto& m : masks) a.push_back(shared.evaluate(m));
+  for (std::size_t i = masks.size(); i-- > 0;) b[i] = reversed.evaluate(masks[i]);
+  double worst = 0, spread = 0;
+  for (std::size_t i = 0; i < masks.size(); ++i) {
+    CHECK(a[i] == b[i]);  // bitwise: the prefix does not depend on which mask came first
+    worst = std::max(worst, std::abs(a[i] - rows.evaluate(masks[i])));
+    spread = std::max(spread, std::abs(a[i] - a[0]));
+  }
+  INFO("largest difference from full-row forwards " << worst << ", score spread over the masks " << spread);
+  CHECK(worst <= 1e-4);      // fp32 rounding of a mean log-probability
+  CHECK(spread > 100 * worst);  // the masks differ by much more than that
+
+  // The cost: every sample's prefix pass once, P of n rows through L layers
+  // counted as ceil(P L / n) layer applications.
+  const auto L = static_cast<std::size_t>(shared.layout().num_layers);
+  std::size_t want = 0;
+  for (const auto& sample : tasks.samples) {
+    const auto tf = bosch::tasks::teacher_forcing(sample);
+    const auto P = std::min<std::size_t>(16, static_cast<std::size_t>(tf.positions.front()));
+    want += (P * L + tf.tokens.size() - 1) / tf.tokens.size();
+  }
+  CHECK(want > 0);
+  CHECK(shared.stats().prefix_layers == want);
+  CHECK(rows.stats().prefix_layers == 0);
+  CHECK(shared.cost() == static_cast<double>(shared.stats().layers_run + want) / static_cast<double>(L));
+}
+
 TEST_CASE("the evaluator rejects a mask of another model and an empty task set") {
   const auto path = bosch::test::fixture("models/stories260K.gguf");
   if (path.empty() || bosch::test::fixture("text/emma.txt").empty()) return;
@@ -205,7 +249,7 @@ TEST_CASE("per-sample scores and the race order: exact per sample, tasks interle
   }
   // The cost counts layer applications per sample; the per-sample cache
   // restarts the samples `some` stored on the way part-way.
-  CHECK(e.cost() == doctest::Approx(static_cast<double>(e.stats().layers_run) / layout.num_layers));
+  CHECK(e.cost() == static_cast<double>(e.stats().layers_run + e.stats().prefix_layers) / layout.num_layers);
   CHECK(e.stats().layers_saved > 0);
   const std::vector<std::size_t> bad{5};
   CHECK_THROWS_AS(e.score_samples(reference, {}, bad), bosch::invalid_argument);

@@ -94,6 +94,8 @@ struct RunSettings {
   int sinks = TransformerEvaluatorOptions{}.sinks;    ///< s sink tokens an SWA head also sees
   /// Bound of the residual-stream cache in bytes (0 = off).
   std::size_t cache_bytes = TransformerEvaluatorOptions{}.cache_bytes;
+  /// Compute each sample's mask-invariant first rows once (TransformerEvaluatorOptions::shared_prefix).
+  bool shared_prefix = TransformerEvaluatorOptions{}.shared_prefix;
 
   /// The task suite these settings describe (the first, and for the held-out
   /// split the only, context: see suite_at()).
@@ -203,6 +205,11 @@ void for_each_setting(F&& f) {
   f(SettingField<std::size_t>{"cache_bytes", &S::cache_bytes,
       "bound of the residual-stream cache in bytes (0 = off; does not change scores)", nullptr,
       G::evaluator, R::run, {}, "BYTES"});
+  f(SettingField<bool>{"shared_prefix", &S::shared_prefix,
+      "compute each sample's first min(window, first answer position) rows, the same under every "
+      "mask, once, and run only the later rows, in the last layer only the answer rows "
+      "(CPU; scores change by fp32 rounding only)",
+      nullptr, G::evaluator, R::identity});
   // clang-format on
 }
 

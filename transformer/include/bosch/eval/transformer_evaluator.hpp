@@ -17,8 +17,23 @@
 ///    layers up to f are stored on the way, so the following masks derived
 ///    from the same reference start at f. The score is bit-identical to a full
 ///    evaluation: layer-wise runs equal the full forward.
+///  - shared prefix (Options::shared_prefix, backends with shared_prefix(),
+///    the CPU one): a query before position w attends every earlier key
+///    under any window of w keys, so the first P = min(w, first answer
+///    position) rows of a sample are the same under every mask, at every
+///    layer. Their keys and values are computed once per sample (a forward
+///    over those P rows, with full attention, whatever mask comes first:
+///    resume and process count cannot change them) and every forward runs
+///    only rows P..n-1 against them: at 512 tokens and w = 64 an eighth of
+///    the rows less. Cached streams hold those rows only. The last layer,
+///    whose output only the logits read, also computes its queries,
+///    attention and feed-forward for the rows from the first answer
+///    position on only (the earlier rows give their keys and values).
 ///  - cost (bosch::CostedEvaluator): layer applications summed over samples,
-///    divided by the layer count, i.e. full-model sample forwards.
+///    divided by the layer count, i.e. full-model sample forwards (a
+///    forward over a sample's rows past its shared prefix counts as a whole
+///    one), plus ceil(P L / n) layer applications per sample for its
+///    shared-prefix pass (whole numbers, so that sums over processes are exact).
 ///  - per-sample scores (bosch::PerSampleEvaluator, racing): score_samples()
 ///    scores any calibration samples, race_order() interleaves the tasks, and
 ///    the score is reduce() of the per-sample scores.
@@ -39,6 +54,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -54,6 +70,13 @@ struct TransformerEvaluatorOptions {
   /// the stream of one calibration sample at one layer: its tokens * hidden * 4
   /// bytes.
   std::size_t cache_bytes = std::size_t{2} << 30;
+  /// Compute each sample's first min(w, first answer position) rows once
+  /// and run only the later rows for every mask, and in the last layer only
+  /// the rows from the first answer position on (see the file comment), when
+  /// the backend can (cpu::Backend). The score then differs from a plain
+  /// forward's by fp32 rounding (not bitwise), identically for every mask,
+  /// process count and resume.
+  bool shared_prefix = true;
 };
 
 /// Counters of the work an evaluator did.
@@ -61,7 +84,31 @@ struct TransformerEvaluatorStats {
   std::size_t evaluations = 0;    ///< scoring calls (a mask, or a race's block of samples of one)
   std::size_t layers_run = 0;     ///< layer applications, summed over samples
   std::size_t layers_saved = 0;   ///< layer applications skipped thanks to the cache
+  /// Shared-prefix passes, in layer applications: a sample's prefix of P of
+  /// its n rows through L layers counts ceil(P L / n), once per sample whose
+  /// prefix was computed (whole numbers, so that cost() sums exactly across
+  /// processes; the rounding never undercounts and is under one layer
+  /// application per sample).
+  std::size_t prefix_layers = 0;
 };
+
+namespace detail {
+/// Whether backend B can run the rows after a shared prefix (cpu::Backend's
+/// shared_prefix() and run_layers(..., prefix)), and the prefix's type.
+template <class B>
+struct SharedPrefixOf {
+  static constexpr bool available = false;
+  using type = int;  // unused
+};
+template <class B>
+  requires requires(const B& b, typename B::Residual& r, std::span<const int> t, const AttentionWindows& w) {
+    b.run_layers(r, 0, 1, w, b.shared_prefix(t));
+  }
+struct SharedPrefixOf<B> {
+  static constexpr bool available = true;
+  using type = decltype(std::declval<const B&>().shared_prefix(std::span<const int>{}));
+};
+}  // namespace detail
 
 template <Backend B>
 class TransformerEvaluator {
@@ -84,9 +131,19 @@ class TransformerEvaluator {
     for (const auto& s : calibration.samples) {
       inputs_.push_back(tasks::teacher_forcing(s));
       answers_.push_back(s.answer);
-      sample_bytes_.push_back(inputs_.back().tokens.size() * static_cast<std::size_t>(cfg.hidden_size) *
-                              sizeof(float));
+      const auto& in = inputs_.back();
+      int rows = 0;  // the sample's shared prefix (see the file comment)
+      const int first_answer =
+          in.positions.empty() ? 0 : *std::min_element(in.positions.begin(), in.positions.end());
+      if constexpr (has_shared_prefix)
+        if (options_.shared_prefix) rows = std::min(options_.window, first_answer);
+      prefix_rows_.push_back(std::max(0, rows));
+      // The last layer's output rows: from the first answer position on (past the prefix).
+      outputs_from_.push_back(rows > 0 ? first_answer - rows : 0);
+      sample_bytes_.push_back((in.tokens.size() - static_cast<std::size_t>(prefix_rows_.back())) *
+                              static_cast<std::size_t>(cfg.hidden_size) * sizeof(float));
     }
+    prefixes_.resize(inputs_.size());
     tasks_ = std::move(calibration);
     set_sample_range(0, inputs_.size());
   }
@@ -96,9 +153,10 @@ class TransformerEvaluator {
   const tasks::TaskSet& tasks() const noexcept { return tasks_; }
   const TransformerEvaluatorStats& stats() const noexcept { return stats_; }
   /// The work so far in full-model sample forwards (bosch::CostedEvaluator):
-  /// stats().layers_run / num_layers.
+  /// (stats().layers_run + stats().prefix_layers) / num_layers.
   double cost() const noexcept {
-    return static_cast<double>(stats_.layers_run) / static_cast<double>(layout_.num_layers);
+    return static_cast<double>(stats_.layers_run + stats_.prefix_layers) /
+           static_cast<double>(layout_.num_layers);
   }
 
   /// The attention windows a mask stands for under this evaluator's w and s.
@@ -262,18 +320,45 @@ class TransformerEvaluator {
     const int start = cache_.capacity() ? cache_.deepest(mask, num_layers - 1, s) : 0;
     // Layers whose incoming stream is stored on the way: (start, save_to].
     const int save_to = std::min(hint.reference ? hint.first_changed_layer : 0, num_layers - 1);
-    typename B::Residual x = start > 0 ? *cache_.find(mask, start, s) : backend_->embed(inputs_[s].tokens);
+    const int P = prefix_rows_[s];
+    const std::span<const int> tokens(inputs_[s].tokens);
+    typename B::Residual x = start > 0 ? *cache_.find(mask, start, s) : backend_->embed(tokens.subspan(P));
+    auto run = [&](int first, int last) {
+      if constexpr (has_shared_prefix) {
+        if (P > 0) {
+          backend_->run_layers(x, first, last, win, prefix(s), last == num_layers ? outputs_from_[s] : 0);
+          return;
+        }
+      }
+      backend_->run_layers(x, first, last, win);
+    };
     int layer = start;
     for (int k = start + 1; k <= save_to; ++k) {
-      backend_->run_layers(x, layer, k, win);
+      run(layer, k);
       layer = k;
       cache_.insert(mask, k, x, sample_bytes_[s], s);
     }
-    backend_->run_layers(x, layer, num_layers, win);
-    const auto logits = backend_->logits(x, inputs_[s].positions);
+    run(layer, num_layers);
+    std::vector<int> positions = inputs_[s].positions;
+    for (int& p : positions) p -= P;
+    const auto logits = backend_->logits(x, positions);
     stats_.layers_run += static_cast<std::size_t>(num_layers - start);
     stats_.layers_saved += static_cast<std::size_t>(start);
     return tasks::answer_logprob(logits, backend_->config().vocab_size, answers_[s]);
+  }
+
+  static constexpr bool has_shared_prefix = detail::SharedPrefixOf<B>::available;
+
+  /// Sample `s`'s shared prefix, computed on first use.
+  const auto& prefix(std::size_t s) {
+    auto& p = prefixes_[s];
+    if (!p) {
+      const std::span<const int> tokens(inputs_[s].tokens);
+      p = backend_->shared_prefix(tokens.first(static_cast<std::size_t>(prefix_rows_[s])));
+      const std::size_t rows = static_cast<std::size_t>(prefix_rows_[s]) * static_cast<std::size_t>(layout_.num_layers);
+      stats_.prefix_layers += (rows + tokens.size() - 1) / tokens.size();
+    }
+    return *p;
   }
 
   const B* backend_;
@@ -283,6 +368,9 @@ class TransformerEvaluator {
   std::vector<tasks::TeacherForcing> inputs_;
   std::vector<std::vector<int>> answers_;
   std::vector<std::size_t> sample_bytes_;  // one cache entry: a sample's stream at one layer
+  std::vector<int> prefix_rows_;           // P per sample (0: no shared prefix)
+  std::vector<int> outputs_from_;          // the last layer's first output row past P
+  std::vector<std::optional<typename detail::SharedPrefixOf<B>::type>> prefixes_;
   std::size_t begin_ = 0, end_ = 0;        // the scored samples
   ResidualCache<typename B::Residual> cache_;
   TransformerEvaluatorStats stats_;
