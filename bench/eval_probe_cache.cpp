@@ -1,8 +1,14 @@
 // One Stage-1 probe sequence of BOSCH on a real model, with and without the
-// evaluator's residual-stream cache, and seconds per evaluation at the main
-// job's settings.
+// evaluator's residual-stream cache and its shared prefix, and seconds per
+// evaluation at the main job's settings.
 //
-//   bench_eval_probe_cache [--context=N] [--samples=N] [google benchmark flags]
+//   bench_eval_probe_cache [--context=N] [--samples=N] [--precision=fp32|bf16|automatic]
+//                          [google benchmark flags]
+//
+// "no_prefix" variants turn TransformerEvaluatorOptions::shared_prefix off
+// (every forward runs all rows); the summary prints the shared prefix's
+// speedup on the probe sequence and on a full evaluation, and the largest
+// score difference it makes (fp32 rounding).
 //
 // The probe sequence is what Stage 1 asks of the evaluator: layers from the top
 // down, each probed with every way of making ceil(rho*Hkv) of its KV heads SWA
@@ -21,7 +27,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,6 +45,7 @@ using namespace bosch;
 
 int g_context = 512;
 int g_samples = 1;
+std::string g_precision = "fp32";
 std::unique_ptr<model::Model> g_model;
 std::unique_ptr<cpu::Backend> g_backend;
 std::unique_ptr<TaskSuite> g_suite;
@@ -79,21 +88,28 @@ std::vector<std::pair<HeadMask, HeadMask>> probe_sequence(const HeadLayout& layo
   return out;
 }
 
-void run_probes(benchmark::State& state, bool cached) {
+std::map<std::string, std::vector<double>> g_scores;
+
+void run_probes(benchmark::State& state, bool cached, bool prefix = true) {
   TransformerEvaluatorOptions o;
   o.window = 64;
+  o.shared_prefix = prefix;
   if (!cached) o.cache_bytes = 0;
   const auto seq = probe_sequence(g_backend->layout());
   for (auto _ : state) {
     TransformerEvaluator<cpu::Backend> e(*g_backend, g_suite->calibration, o);
     e.evaluate(HeadMask(e.layout()));  // the all-full anchor, as select() starts
     double sum = 0;
+    std::vector<double> scores;
     const auto t0 = std::chrono::steady_clock::now();
-    for (const auto& [mask, reference] : seq)
-      sum += e.evaluate(mask, EvaluationHint{&reference, first_changed_layer(mask, reference)});
+    for (const auto& [mask, reference] : seq) {
+      scores.push_back(e.evaluate(mask, EvaluationHint{&reference, first_changed_layer(mask, reference)}));
+      sum += scores.back();
+    }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     state.SetIterationTime(s);
-    const std::string name = cached ? "cached" : "uncached";
+    const std::string name = std::string(cached ? "cached" : "uncached") + (prefix ? "" : "_no_prefix");
+    g_scores[name] = scores;
     g_seconds[name] = s;
     g_evaluations[name] = seq.size();
     g_checksum[name] = sum;
@@ -103,11 +119,13 @@ void run_probes(benchmark::State& state, bool cached) {
 
 void BM_probe_sequence_cached(benchmark::State& s) { run_probes(s, true); }
 void BM_probe_sequence_uncached(benchmark::State& s) { run_probes(s, false); }
+void BM_probe_sequence_cached_no_prefix(benchmark::State& s) { run_probes(s, true, false); }
 
-void BM_full_evaluation(benchmark::State& state) {
+void full_evaluation(benchmark::State& state, bool prefix) {
   TransformerEvaluatorOptions o;
   o.window = 64;
   o.cache_bytes = 0;
+  o.shared_prefix = prefix;
   TransformerEvaluator<cpu::Backend> e(*g_backend, g_suite->calibration, o);
   HeadMask m(e.layout());
   for (int l = 0; l < m.layout().num_layers; l += 2) m.set(l, 0, true);
@@ -116,21 +134,27 @@ void BM_full_evaluation(benchmark::State& state) {
     benchmark::DoNotOptimize(e.evaluate(m));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     state.SetIterationTime(s);
-    g_seconds["full"] = s;
+    g_seconds[prefix ? "full" : "full_no_prefix"] = s;  // the last (warm) iteration
   }
 }
+
+void BM_full_evaluation(benchmark::State& s) { full_evaluation(s, true); }
+void BM_full_evaluation_no_prefix(benchmark::State& s) { full_evaluation(s, false); }
 
 }  // namespace
 
 BENCHMARK(BM_probe_sequence_cached)->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_probe_sequence_uncached)->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
+BENCHMARK(BM_probe_sequence_cached_no_prefix)->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_full_evaluation)->UseManualTime()->Iterations(2)->Unit(benchmark::kSecond);
+BENCHMARK(BM_full_evaluation_no_prefix)->UseManualTime()->Iterations(2)->Unit(benchmark::kSecond);
 
 int main(int argc, char** argv) {
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--context=", 10) == 0) g_context = std::atoi(argv[i] + 10);
     else if (std::strncmp(argv[i], "--samples=", 10) == 0) g_samples = std::atoi(argv[i] + 10);
+    else if (std::strncmp(argv[i], "--precision=", 12) == 0) g_precision = argv[i] + 12;
     else rest.push_back(argv[i]);
   }
   int rest_argc = static_cast<int>(rest.size());
@@ -143,7 +167,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     g_model = std::make_unique<model::Model>(model::load(path));
-    g_backend = std::make_unique<cpu::Backend>(*g_model);
+    cpu::Options bo;
+    bo.precision = cpu::parse_precision(g_precision);
+    g_backend = std::make_unique<cpu::Backend>(*g_model, bo);
     TaskSuiteOptions suite;
     suite.context_length = g_context;
     suite.calibration_samples = g_samples;
@@ -159,8 +185,9 @@ int main(int argc, char** argv) {
 
   std::size_t tokens = 0;
   for (const auto& s : g_suite->calibration.samples) tokens += s.prompt.size() + s.answer.size() - 1;
-  std::printf("\nsummary (%s; %zu calibration samples, %zu tokens per evaluation, window 64):\n",
-              g_model->config.name.c_str(), g_suite->calibration.samples.size(), tokens);
+  std::printf("\nsummary (%s; %zu calibration samples, %zu tokens per evaluation, window 64, %s: %s):\n",
+              g_model->config.name.c_str(), g_suite->calibration.samples.size(), tokens,
+              std::string(to_string(g_backend->precision().precision)).c_str(), g_backend->precision().reason.c_str());
   if (g_seconds.count("cached") && g_seconds.count("uncached")) {
     std::printf("  Stage-1 probe sequence, %zu evaluations: %.1f s uncached, %.1f s cached\n",
                 g_evaluations["cached"], g_seconds["uncached"], g_seconds["cached"]);
@@ -168,7 +195,20 @@ int main(int argc, char** argv) {
                 g_seconds["uncached"] / g_seconds["cached"],
                 g_checksum["cached"] == g_checksum["uncached"] ? "yes" : "NO");
   }
+  if (g_seconds.count("cached") && g_seconds.count("cached_no_prefix")) {
+    const auto& a = g_scores["cached"];
+    const auto& b = g_scores["cached_no_prefix"];
+    double diff = 0;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) diff = std::max(diff, std::abs(a[i] - b[i]));
+    std::printf("  shared prefix on the cached probe sequence: %.1f s against %.1f s without, %.2fx; "
+                "largest score difference %.2e\n",
+                g_seconds["cached"], g_seconds["cached_no_prefix"], g_seconds["cached_no_prefix"] / g_seconds["cached"],
+                diff);
+  }
   if (g_seconds.count("full"))
     std::printf("  one full evaluation (all layers): %.2f s\n", g_seconds["full"]);
+  if (g_seconds.count("full") && g_seconds.count("full_no_prefix"))
+    std::printf("  shared prefix on a full evaluation: %.2f s against %.2f s without, %.2fx\n", g_seconds["full"],
+                g_seconds["full_no_prefix"], g_seconds["full_no_prefix"] / g_seconds["full"]);
   return 0;
 }
