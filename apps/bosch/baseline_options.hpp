@@ -34,9 +34,9 @@ struct HeadScoreCli {
         "RAZOR: random tokens per repeated block")(
         "razor-repeats", po::value(&options.razor_repeats)->default_value(options.razor_repeats)->value_name("N"),
         "RAZOR: number of blocks")(
-        "qada-threshold", po::value(&options.qada_threshold)->default_value(options.qada_threshold)->value_name("T"),
+        "qada-threshold", number(&options.qada_threshold)->value_name("T"),
         "QADA: 0 = mean bulk share; in (0, 1) = fraction of queries above T")(
-        "fisher-epsilon", po::value(&options.fisher_epsilon)->default_value(options.fisher_epsilon)->value_name("E"),
+        "fisher-epsilon", number(&options.fisher_epsilon)->value_name("E"),
         "FISHER: finite-difference step of the gate, in (0, 1]")(
         "retrieval-extra-tokens",
         po::value(&options.retrieval_extra_tokens)->default_value(options.retrieval_extra_tokens)->value_name("N"),

@@ -143,7 +143,7 @@ int run_paired(int argc, char** argv) {
                    "(all-full, all-SWA) of a report written with --references.");
     cl.options.add_options()("resamples", po::value(&resamples)->default_value(resamples)->value_name("B"),
                              "bootstrap resamples")(
-        "level", po::value(&bootstrap.level)->default_value(bootstrap.level)->value_name("P"),
+        "level", number(&bootstrap.level)->value_name("P"),
         "coverage of the intervals, in (0, 1)")(
         "seed", po::value(&seed)->default_value(seed)->value_name("N"), "seed of the resampling streams")(
         "json", flag(&json), "print one JSON object on stdout instead of a table");

@@ -55,6 +55,18 @@ po::typed_value<bool>* flag(bool* target);
 /// `default_value` is what --help shows when it is not given.
 po::typed_value<bool>* flag_in_map(bool default_value);
 
+/// A numeric option whose --help shows its default in the shortest text that
+/// reads back to it ("(=0.05)", not "(=0.050000000000000003)", which
+/// Boost's lexical_cast prints for a double):
+///   d.add_options()("level", cli::number(&level), "...");
+template <class T>
+  requires std::is_arithmetic_v<T>
+po::typed_value<T>* number(T* target) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, *target);
+  return po::value(target)->default_value(*target, std::string(buf, r.ptr));
+}
+
 /// The command line of one subcommand.
 class CommandLine {
  public:

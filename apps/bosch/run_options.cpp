@@ -4,6 +4,7 @@
 #include "run_options.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <type_traits>
 
 namespace bosch::cli {
@@ -120,8 +121,15 @@ po::options_description RunOptions::describe() {
       } else if constexpr (std::is_arithmetic_v<T>) {
         // Typed, so that CommandLine refuses a negative value of an unsigned
         // setting wherever it comes from (command line or --config FILE).
-        d.add_options()(spec.c_str(), po::value<T>()->default_value(def)->value_name(std::string(f.value_name)),
-                        help.c_str());
+        auto* v = po::value<T>()->value_name(std::string(f.value_name));
+        if constexpr (std::is_floating_point_v<T>) {
+          char buf[64];  // the shortest text that reads back, as cli::number shows it
+          const auto r = std::to_chars(buf, buf + sizeof buf, def);
+          v->default_value(def, std::string(buf, r.ptr));
+        } else {
+          v->default_value(def);
+        }
+        d.add_options()(spec.c_str(), v, help.c_str());
       } else {
         auto* v = po::value<std::string>()->value_name(std::string(f.value_name));
         const std::string text = value_text(def);

@@ -6,7 +6,7 @@
 #include <bosch/version.hpp>
 
 #include <algorithm>
-
+#include <regex>
 #include <sstream>
 
 using namespace bosch::test::cli;
@@ -54,6 +54,11 @@ TEST_CASE("bosch --help lists the commands; every command has --help") {
     CHECK(r.out.find("--help") != std::string::npos);
     CHECK(r.out.find("--config") != std::string::npos);
     CHECK(r.err.empty());
+    // Defaults read as they were written: "(=0.05)", never the double's
+    // digits "(=0.050000000000000003)" (Boost's default rendering).
+    static const std::regex long_number(R"(\(=-?[0-9]*\.[0-9]{7,})");
+    std::smatch m;
+    CHECK_MESSAGE(!std::regex_search(r.out, m, long_number), "bosch " << name << " --help shows " << m.str());
     // `bosch help NAME` prints the same.
     const Run h = run({"help", name}, dir);
     CHECK(h.status == 0);
