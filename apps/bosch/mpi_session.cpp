@@ -262,9 +262,9 @@ Result MpiExecutor::select(ModelRun& run, const Options& options, CallbackList& 
 std::size_t MpiExecutor::layers_run(const ModelRun& run) {
 #ifdef BOSCH_HAVE_MPI
   MpiSession& s = mpi_session();
-  if (s.parallel()) return s.world().sum(run.stats().layers_run);
+  if (s.parallel()) return s.world().sum(run.stats().layer_applications());
 #endif
-  return run.stats().layers_run;
+  return run.stats().layer_applications();
 }
 
 eval::SharedScoring shared_scoring(TransformerEvaluator<cpu::Backend>& evaluator, std::ostream& info,
@@ -280,7 +280,7 @@ eval::SharedScoring shared_scoring(TransformerEvaluator<cpu::Backend>& evaluator
   out.score_batch = [p = parallel.get()](std::span<const HeadMask> masks, const EvaluationHint& hint) {
     return p->evaluate_batch(masks, hint);
   };
-  out.layers_run = [p = parallel.get()] { return static_cast<std::size_t>(p->communicator().sum(p->inner().stats().layers_run)); };
+  out.layers_run = [p = parallel.get()] { return static_cast<std::size_t>(p->communicator().sum(p->inner().stats().layer_applications())); };
   holder = parallel;
 #else
   (void)evaluator;

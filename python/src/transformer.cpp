@@ -336,7 +336,8 @@ void bind_transformer(nb::module_& m) {
             d["evaluations"] = st.evaluations;
             d["layers_run"] = st.layers_run;
             d["layers_saved"] = st.layers_saved;
-            d["forwards"] = static_cast<double>(st.layers_run) / s.layout().num_layers;
+            d["prefix_layers"] = st.prefix_layers;
+            d["forwards"] = static_cast<double>(st.layer_applications()) / s.layout().num_layers;
             return d;
           },
           nb::sig("def stats(self, /) -> dict[str, int | float]"),

@@ -235,7 +235,7 @@ double ModelRun::reduce(std::span<const double> per_sample) {
 }
 TransformerEvaluatorStats ModelRun::stats() const { return impl_->stats(); }
 double ModelRun::forwards() const {
-  return static_cast<double>(stats().layers_run) / static_cast<double>(layout().num_layers);
+  return static_cast<double>(stats().layer_applications()) / static_cast<double>(layout().num_layers);
 }
 
 HeldOutReport ModelRun::held_out_report(const HeadMask& mask, const ReportOptions& options,

@@ -8,6 +8,7 @@
 #include <bosch/model/model.hpp>
 
 #include <cmath>
+#include <fstream>
 
 using namespace bosch::test::cli;
 
@@ -244,6 +245,40 @@ TEST_CASE("evaluate reads a mask searched in bf16: the recorded kernel name, fp3
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(nlohmann::json::parse(r.out).at("window") == 32);
+}
+
+TEST_CASE("select --shared-prefix: the same search, and its forwards count the prefix passes") {
+  const std::string m = model(), t = text();
+  REQUIRE_MESSAGE(!m.empty(), "the stories260K fixture is missing (scripts/fetch-test-data)");
+  REQUIRE(!t.empty());
+  TempDir dir;
+  auto select = [&](const char* shared, const std::string& name) {
+    const Run r = run(small_select(m, t) + std::vector<std::string>{"-q", "--precision", "fp32", "--max-evaluations",
+                                                                    "8", "--shared-prefix=" + std::string(shared),
+                                                                    "--log", dir / (name + ".jsonl"), "-o",
+                                                                    dir / (name + ".json")},
+                      dir);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    return bosch::io::read_mask_json(dir / (name + ".json"));
+  };
+  const auto with = select("true", "with"), without = select("false", "without");
+  // fp32 rounding only: the same masks in the same order, hence the same work
+  // but for the two samples' prefix passes (P = 32 of ~300 rows through 5
+  // layers: ceil(32 * 5 / n) = 1 layer application each, 2 / 5 of a forward).
+  auto logged_masks = [&](const std::string& file) {
+    std::vector<std::string> masks;
+    std::ifstream in(dir / file);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) masks.push_back(nlohmann::json::parse(line).at("mask").get<std::string>());
+    return masks;
+  };
+  const auto masks = logged_masks("with.jsonl");
+  REQUIRE(masks.size() >= 3);
+  REQUIRE(masks == logged_masks("without.jsonl"));
+  CHECK(with.mask == without.mask);
+  CHECK(with.metadata.at("forwards").get<double>() - without.metadata.at("forwards").get<double>() ==
+        doctest::Approx(0.4));
 }
 
 TEST_CASE("a boolean set in a config file is switched off on the command line") {

@@ -163,7 +163,7 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
   // BOSCH and PROXY score through options.scoring when it is set.
   const auto shared = std::make_shared<SharedScoring>(options.scoring);
   const auto layers_run = [&evaluator, shared] {
-    return shared->layers_run ? shared->layers_run() : evaluator.stats().layers_run;
+    return shared->layers_run ? shared->layers_run() : evaluator.stats().layer_applications();
   };
   const auto search = [&evaluator, shared](const Options& o, LineProgress& progress) {
     if (shared->search) {

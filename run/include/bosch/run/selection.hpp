@@ -39,7 +39,7 @@ class SearchExecutor {
   virtual bool root() const { return true; }
   /// Layer applications the run's evaluator ran so far, summed over the
   /// processes (collective under MPI: every process calls it).
-  virtual std::size_t layers_run(const ModelRun& run) { return run.stats().layers_run; }
+  virtual std::size_t layers_run(const ModelRun& run) { return run.stats().layer_applications(); }
 };
 
 /// The executor of one process.

@@ -90,6 +90,12 @@ struct TransformerEvaluatorStats {
   /// processes; the rounding never undercounts and is under one layer
   /// application per sample).
   std::size_t prefix_layers = 0;
+
+  /// All the layer applications this evaluator paid for: layers_run +
+  /// prefix_layers (cost() is this over the layer count). Every cost figure
+  /// (Result::forwards, a comparison's forwards) counts these, not
+  /// layers_run alone, which leaves out the shared-prefix passes.
+  std::size_t layer_applications() const noexcept { return layers_run + prefix_layers; }
 };
 
 namespace detail {
@@ -155,8 +161,7 @@ class TransformerEvaluator {
   /// The work so far in full-model sample forwards (bosch::CostedEvaluator):
   /// (stats().layers_run + stats().prefix_layers) / num_layers.
   double cost() const noexcept {
-    return static_cast<double>(stats_.layers_run + stats_.prefix_layers) /
-           static_cast<double>(layout_.num_layers);
+    return static_cast<double>(stats_.layer_applications()) / static_cast<double>(layout_.num_layers);
   }
 
   /// The attention windows a mask stands for under this evaluator's w and s.
