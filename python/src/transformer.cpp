@@ -341,8 +341,9 @@ void bind_transformer(nb::module_& m) {
             return d;
           },
           nb::sig("def stats(self, /) -> dict[str, int | float]"),
-          "masks scored, layer applications run and skipped thanks to the residual cache, and\n"
-          "full-model sample forwards (layers run / layers)");
+          "masks scored, layer applications run and skipped thanks to the residual cache, the\n"
+          "shared-prefix passes in layer applications (prefix_layers: once per sample, on its first\n"
+          "use), and full-model sample forwards ((layers run + prefix layers) / layers)");
   m.attr("has_cuda") = has_cuda();
 }
 
