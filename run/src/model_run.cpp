@@ -286,6 +286,8 @@ nlohmann::json ModelRun::metadata(const Options& options, const Result& result) 
   nlohmann::json meta =
       mask_metadata(model(), options, result, impl_->settings.evaluator(), impl_->settings.suite());
   meta["precision"] = impl_->precision();
+  // What ran: the CUDA backend has no shared prefix and runs every row.
+  meta["shared_prefix"] = impl_->settings.shared_prefix && impl_->settings.device == Device::cpu;
   return meta;
 }
 

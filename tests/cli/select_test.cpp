@@ -277,6 +277,8 @@ TEST_CASE("select --shared-prefix: the same search, and its forwards count the p
   REQUIRE(masks.size() >= 3);
   REQUIRE(masks == logged_masks("without.jsonl"));
   CHECK(with.mask == without.mask);
+  CHECK(with.metadata.at("shared_prefix").get<bool>());
+  CHECK_FALSE(without.metadata.at("shared_prefix").get<bool>());
   CHECK(with.metadata.at("forwards").get<double>() - without.metadata.at("forwards").get<double>() ==
         doctest::Approx(0.4));
 }

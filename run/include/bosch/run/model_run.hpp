@@ -127,7 +127,8 @@ class ModelRun {
   /// The metadata of a mask this run selected: mask_metadata()
   /// (bosch/eval/suite.hpp): the search fields, the model (model, model_file,
   /// model_fingerprint, architecture, layout), the windows and the task suite,
-  /// whose keys are the settings' names.
+  /// whose keys are the settings' names, plus what ran: `precision` and
+  /// `shared_prefix` (false on CUDA, whose backend runs every row).
   nlohmann::json metadata(const Options& options, const Result& result) const;
 
   /// What the calibration forwards compute in: "fp32", "bf16 (amx-bf16)",
