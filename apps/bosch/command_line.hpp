@@ -59,12 +59,18 @@ po::typed_value<bool>* flag_in_map(bool default_value);
 /// reads back to it ("(=0.05)", not "(=0.050000000000000003)", which
 /// Boost's lexical_cast prints for a double):
 ///   d.add_options()("level", cli::number(&level), "...");
+/// The shortest text that reads back to `x` (what number() shows).
+template <class T>
+  requires std::is_arithmetic_v<T>
+std::string shortest_text(T x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
 template <class T>
   requires std::is_arithmetic_v<T>
 po::typed_value<T>* number(T* target) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, *target);
-  return po::value(target)->default_value(*target, std::string(buf, r.ptr));
+  return po::value(target)->default_value(*target, shortest_text(*target));
 }
 
 /// The command line of one subcommand.

@@ -4,7 +4,6 @@
 #include "run_options.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <type_traits>
 
 namespace bosch::cli {
@@ -123,9 +122,7 @@ po::options_description RunOptions::describe() {
         // setting wherever it comes from (command line or --config FILE).
         auto* v = po::value<T>()->value_name(std::string(f.value_name));
         if constexpr (std::is_floating_point_v<T>) {
-          char buf[64];  // the shortest text that reads back, as cli::number shows it
-          const auto r = std::to_chars(buf, buf + sizeof buf, def);
-          v->default_value(def, std::string(buf, r.ptr));
+          v->default_value(def, shortest_text(def));  // as cli::number shows it
         } else {
           v->default_value(def);
         }
