@@ -346,6 +346,53 @@ TEST_CASE("without per-sample scores, or outside Stage 3 and the refinement, rac
     if (rec.stage != bosch::Stage::groups && rec.stage != bosch::Stage::refine) CHECK_FALSE(rec.eliminated);
 }
 
+TEST_CASE("the surrogate's own optimum is raced against the best mask, and only it changes") {
+  // The refinement's last evaluation (Options::surrogate_proposals) goes to
+  // the optimum of the model of the whole log; on the redundant problem (pairs
+  // of heads that back each other up) it often loses, as on SmolLM2, where it
+  // lost every logged search. Raced, a losing proposal stops early. A search whose
+  // refinement gives that evaluation to its local search instead (one more
+  // evaluation, no proposal) logs the same records before it, so the
+  // proposal is the one record added, and it is raced like any candidate.
+  std::size_t proposals = 0, stopped = 0, wrong = 0;
+  double saved = 0;
+  for (std::uint64_t s = 0; s < 6; ++s) {
+    CAPTURE(s);
+    using Noisy = bosch::test::NoisySamples<bosch::test::RedundantEvaluator>;
+    Noisy a(bosch::test::RedundantEvaluator({12, 16, 8}, 2, bosch::test::seed(900 + s))), b = a;
+    Options o = raced(bosch::test::seed(s));
+    const bosch::Result with = bosch::select(a, o);
+    o.surrogate_proposals = 0;
+    o.refine_budget -= 1;
+    const bosch::Result without = bosch::select(b, o);
+    if (with.log.size() == without.log.size()) {  // the model proposed a known mask: no evaluation
+      CHECK(same_raced_log(with.log, without.log));
+      continue;
+    }
+    REQUIRE(with.log.size() == without.log.size() + 1);
+    CHECK(same_raced_log(std::vector(with.log.begin(), with.log.end() - 1), without.log));
+    const bosch::EvaluationRecord& p = with.log.back();
+    CHECK(p.stage == bosch::Stage::refine);
+    ++proposals;
+    if (p.eliminated) {
+      ++stopped;
+      saved += static_cast<double>(8 - p.samples);
+      CHECK(p.samples < 8);
+      CHECK(!(with.mask == p.mask));
+      // A wrong stop: the proposal would have reached the best mask it raced.
+      wrong += a.inner.evaluate(p.mask) >= a.inner.evaluate(a.parent_of.at(p.mask));
+    } else {
+      CHECK(p.samples == 8);
+    }
+    CHECK(a.cost() == doctest::Approx(b.cost() + static_cast<double>(p.samples)));
+  }
+  MESSAGE("the proposal stopped early in " << stopped << " of " << proposals << " searches, " << wrong
+                                           << " wrongly, saving " << saved << " sample forwards");
+  CHECK(proposals >= 3);
+  CHECK(stopped >= 1);
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("the surrogate weighs an eliminated candidate's estimate by its standard error") {
   // Two fits of the same data, one with a wildly wrong score on one mask: with
   // a large extra variance on that point the prediction there stays near the
