@@ -114,6 +114,7 @@ int run_baseline(int argc, char** argv) {
                         {"model", model.config.name},
                         {"model_file", model.source.filename().string()},
                         {"model_fingerprint", model.fingerprint},
+                        {"architecture", model::to_string(model.config.arch)},
                         {"layout", to_string(layout)},
                         {"target_ratio", ratio},
                         {"window", eo.window},

@@ -85,7 +85,7 @@ void as_runtime_failure(F&& f) {
 int run_convert(int argc, char** argv) {
   return run_command("convert", [&]() -> int {
     OutputOptions oo;
-    std::string in, out, out_option, from, to, layout_text, model_path;
+    std::string in, out, out_option, from, to, layout_text, model_path, arch_option;
     double threshold = 0.5;
     int window = 0, sinks = -1, max_seq_len = 0;
     CommandLine cl("convert", "bosch convert [options] IN (OUT | -o OUT)",
@@ -101,16 +101,25 @@ int run_convert(int argc, char** argv) {
                    "        DuoAttentionPress(head_compression_ratio=SWA heads / KV heads), the\n"
                    "        value config.json records, to get exactly this mask\n"
                    "  hf    a patch of a Hugging Face config.json: layer_types, sliding_window,\n"
-                   "        use_sliding_window (layer masks only)\n"
+                   "        use_sliding_window, max_window_layers for qwen2/qwen3 (layer masks\n"
+                   "        only). transformers applies it for qwen2 and qwen3 (qwen3moe: all\n"
+                   "        layers or none); refused for llama, whose attention has no window\n"
                    "  gguf  a copy of the GGUF model --model with <arch>.attention.sliding_window\n"
-                   "        and sliding_window_pattern (layer masks only)\n"
+                   "        and sliding_window_pattern (layer masks only). llama.cpp reads them only\n"
+                   "        for SWA architectures (gemma2/3, ...), none of llama, qwen2, qwen3,\n"
+                   "        qwen3moe, so for these it is refused\n"
                    "  layers  per-layer windows: TensorRT-LLM max_attention_window and\n"
-                   "        sink_token_length, SGLang/vLLM layer-id lists (layer masks only)\n"
+                   "        sink_token_length (any architecture; layer masks only), plus the\n"
+                   "        layer-id lists and layer_types for reference (SGLang reads no user\n"
+                   "        layer list; for vLLM use --to hf)\n"
                    "Forms are chosen by extension (.json, .tsv, .gguf, a directory for kvpress,\n"
                    "anything else the grid) or --from/--to. TSV, grid, hf and layers files do not\n"
                    "record the query-head count, so reading them into JSON needs --layout (or\n"
                    "--model). Exports take the window and sinks from the mask's metadata, else\n"
-                   "--window/--sinks. JSON metadata is kept JSON to JSON.");
+                   "--window/--sinks. hf and gguf need the model's architecture, from --model,\n"
+                   "--arch or the mask's metadata (\"architecture\", which bosch select records),\n"
+                   "and refuse (exit 2) where the engine would ignore the windows.\n"
+                   "JSON metadata is kept JSON to JSON.");
     cl.options.add_options()("from", po::value(&from)->value_name("FORM"), "form of IN")(
         "to", po::value(&to)->value_name("FORM"),
         "form of OUT: json|tsv|grid|kvpress|duo|hf|gguf|layers")(
@@ -120,6 +129,9 @@ int run_convert(int argc, char** argv) {
         "model,m", po::value(&model_path)->value_name("PATH"),
         "the model (GGUF file or HF directory): the file gguf copies; its layout is checked "
         "against the mask's, and its context length is --max-seq-len's default")(
+        "arch", po::value(&arch_option)->value_name("NAME"),
+        "exports: the model's architecture, llama|qwen2|qwen3|qwen3moe (default: --model's, else the "
+        "mask's metadata \"architecture\")")(
         "window", po::value(&window)->value_name("W"), "exports: window in keys (default: the mask's metadata)")(
         "sinks", po::value(&sinks)->value_name("S"), "exports: sink tokens (default: the mask's metadata, else 0)")(
         "max-seq-len", po::value(&max_seq_len)->value_name("N"),
@@ -159,6 +171,9 @@ int run_convert(int argc, char** argv) {
                         (dst == Form::kvpress ? "a directory" : "a model file") + ")");
     if (dst == Form::gguf && model_path.empty())
       throw usage_error("--model is needed: --to gguf writes a copy of the model with the windows");
+    if (!arch_option.empty() && !io::known_architecture(arch_option))
+      throw bosch::invalid_argument("unknown architecture '" + arch_option + "' (expected llama, qwen2, qwen3 or qwen3moe)",
+                                    "--arch");
     std::optional<HeadLayout> layout;
     if (!layout_text.empty()) layout = for_option("--layout", [&] { return parse_layout(layout_text); });
     // The model's layout and context length: read before anything is written.
@@ -169,6 +184,9 @@ int run_convert(int argc, char** argv) {
         throw usage_error("--layout " + to_string(*layout) + " differs from the model's layout " +
                           to_string(model_config->layout()) + " (" + model_path + ")");
       if (!layout) layout = model_config->layout();
+      if (!arch_option.empty() && arch_option != model::to_string(model_config->arch))
+        throw usage_error("--arch " + arch_option + " differs from the model's architecture " +
+                          model::to_string(model_config->arch) + " (" + model_path + ")");
     }
     if (src == Form::gguf && !layout) {
       model_config = model::read_config(in);
@@ -227,6 +245,7 @@ int run_convert(int argc, char** argv) {
           if (!w) throw format_error("declares no sliding window (no <arch>.attention.sliding_window key)", in);
           f.mask = io::mask_from_swa_layers(*layout, w->swa, in);
           read_windows = io::ExportWindows{w->window, 0};
+          f.metadata["architecture"] = model::to_string(model::config_from_gguf(g).arch);
           break;
         }
       }
@@ -256,10 +275,18 @@ int run_convert(int argc, char** argv) {
       else
         throw usage_error("--window W is needed: the mask's metadata records no window");
       w.sinks = vm.count("sinks") ? sinks : metadata_int(f.metadata, "sinks", input_name(in)).value_or(0);
+      // The architecture the export targets, and whether its engine would
+      // apply the windows at all (a refusal is exit 2, before anything is written).
+      const std::string arch =
+          io::export_architecture(!model_path.empty() ? model::to_string(model_config->arch) : arch_option,
+                                  !model_path.empty() ? model_path : "--arch", f.metadata, input_name(in));
+      io::check_export_engine(form_name(dst), arch, f.mask, input_name(in));
       as_runtime_failure([&] {
         switch (dst) {
           case Form::kvpress: io::write_duo_pattern(out, f.mask, f.metadata, w); break;
-          case Form::hf: write_output(out, io::hf_config_patch(f.mask, w, input_name(in)).dump(2) + "\n"); break;
+          case Form::hf:
+            write_output(out, io::hf_config_patch(f.mask, w, input_name(in), arch).dump(2) + "\n");
+            break;
           case Form::layers: {
             int n = max_seq_len;
             if (n == 0 && model_config) n = model_config->max_position;

@@ -79,7 +79,8 @@ TEST_CASE("convert --to hf and --to layers: layer masks only, one entry per laye
   TempDir dir;
   const bosch::HeadLayout lay{6, 9, 3};
   const bosch::HeadMask mask = layer_mask(lay, {1, 2, 5});
-  bosch::io::write_mask_json(dir / "layer.json", mask, {{"window", 32}, {"sinks", 0}});
+  // A Qwen2 mask: transformers applies the patch (the next test case covers the others).
+  bosch::io::write_mask_json(dir / "layer.json", mask, {{"window", 32}, {"sinks", 0}, {"architecture", "qwen2"}});
 
   Run r = run({"convert", dir / "layer.json", "--to", "hf", "-o", dir / "patch.json"}, dir);
   REQUIRE(r.status == 0);
@@ -112,7 +113,7 @@ TEST_CASE("convert --to hf and --to layers: layer masks only, one entry per laye
   // A head-level mask: refused with the formats that take it, nothing written.
   bosch::HeadMask head = mask;
   head.set(3, 0, true);
-  bosch::io::write_mask_json(dir / "head.json", head, {{"window", 32}});
+  bosch::io::write_mask_json(dir / "head.json", head, {{"window", 32}, {"architecture", "qwen2"}});
   for (const std::string to : {"hf", "layers"}) {
     r = run({"convert", dir / "head.json", "--to", to, "--max-seq-len", "2048", "-o", dir / "x.json"}, dir);
     CHECK(r.status == 1);
@@ -123,7 +124,7 @@ TEST_CASE("convert --to hf and --to layers: layer masks only, one entry per laye
     CHECK(!fs::exists(dir / "x.json"));
   }
   // Sinks: Hugging Face windows have none.
-  bosch::io::write_mask_json(dir / "sinks.json", mask, {{"window", 32}, {"sinks", 4}});
+  bosch::io::write_mask_json(dir / "sinks.json", mask, {{"window", 32}, {"sinks", 4}, {"architecture", "qwen2"}});
   r = run({"convert", dir / "sinks.json", "--to", "hf", "-o", dir / "x.json"}, dir);
   CHECK(r.status == 1);
   CHECK(contains(r.err, "sinks"));
@@ -131,7 +132,10 @@ TEST_CASE("convert --to hf and --to layers: layer masks only, one entry per laye
   CHECK(r.status == 0);
 }
 
-TEST_CASE("convert --to gguf: a copy of the model with the windows, read by bosch") {
+// The CLI refuses --to gguf for every architecture bosch runs (llama.cpp's
+// graphs of llama, qwen2, qwen3 and qwen3moe attend fully; next test case);
+// the writer itself stays correct for an architecture that reads the keys.
+TEST_CASE("write_gguf_windows: a copy of the model with the windows, read back by bosch convert") {
   const std::string model = bosch::test::cli::model();
   if (!fs::exists(model)) return;
   TempDir dir;
@@ -141,8 +145,7 @@ TEST_CASE("convert --to gguf: a copy of the model with the windows, read by bosc
   const bosch::HeadMask mask = layer_mask(lay, {0, lay.num_layers - 1});
   bosch::io::write_mask_json(dir / "layer.json", mask, {{"window", 16}});
 
-  Run r = run({"convert", dir / "layer.json", "--to", "gguf", "--model", model, "-o", dir / "swa.gguf"}, dir);
-  REQUIRE(r.status == 0);
+  bosch::model::write_gguf_windows(model, dir / "swa.gguf", mask, {16, 0});
   {
     const bosch::model::gguf::File src(model), out(dir / "swa.gguf");
     const std::string arch = src.get_string("general.architecture");
@@ -167,16 +170,15 @@ TEST_CASE("convert --to gguf: a copy of the model with the windows, read by bosc
   // The copy still loads as a model, with the same configuration.
   CHECK(bosch::model::read_config(dir / "swa.gguf").layout() == lay);
   // bosch reads the windows back as a mask.
-  r = run({"convert", dir / "swa.gguf", dir / "back.json"}, dir);
+  Run r = run({"convert", dir / "swa.gguf", dir / "back.json"}, dir);
   REQUIRE(r.status == 0);
   const auto back = bosch::io::read_mask_json(dir / "back.json");
   CHECK(back.mask == mask);
   CHECK(back.metadata.at("window") == 16);
+  CHECK(back.metadata.at("architecture") == bosch::model::to_string(config.arch));
   // Exporting again over the copy replaces the keys in place (no duplicates).
   const bosch::HeadMask other = layer_mask(lay, {1});
-  bosch::io::write_mask_json(dir / "other.json", other, {{"window", 8}});
-  r = run({"convert", dir / "other.json", "--to", "gguf", "--model", dir / "swa.gguf", "-o", dir / "swa.gguf"}, dir);
-  REQUIRE(r.status == 0);
+  bosch::model::write_gguf_windows(dir / "swa.gguf", dir / "swa.gguf", other, {8, 0});
   {
     const bosch::model::gguf::File out(dir / "swa.gguf");
     const auto windows = bosch::model::gguf_windows(out);
@@ -199,9 +201,13 @@ TEST_CASE("convert --to gguf: a copy of the model with the windows, read by bosc
     bosch::HeadMask head(lay);
     head.set(0, 0, true);
     bosch::io::write_mask_json(dir / "head.json", head, {{"window", 16}});
+    // The engine comes first: llama.cpp would ignore any windows of this model.
     r = run({"convert", dir / "head.json", "--to", "gguf", "--model", model, "-o", dir / "x.gguf"}, dir);
-    CHECK(r.status == 1);
-    CHECK(contains(r.err, "head-level"));
+    CHECK(r.status == 2);
+    CHECK(contains(r.err, "llama.cpp"));
+    CHECK(!fs::exists(dir / "x.gguf"));
+    CHECK_THROWS_WITH_AS(bosch::model::write_gguf_windows(model, dir / "x.gguf", head, {16, 0}),
+                         doctest::Contains("head-level"), bosch::invalid_argument);
     CHECK(!fs::exists(dir / "x.gguf"));
   }
   r = run({"convert", dir / "layer.json", "--to", "gguf", "-o", dir / "x.gguf"}, dir);
@@ -218,4 +224,137 @@ TEST_CASE("convert --to gguf: a copy of the model with the windows, read by bosc
     REQUIRE(r.status == 0);
     CHECK(read_json(dir / "w.json").at("max_sequence_length") == config.max_position);
   }
+}
+
+TEST_CASE("convert --to hf/gguf: the architecture decides whether the engine applies the windows") {
+  TempDir dir;
+  const bosch::HeadLayout lay{6, 9, 3};
+  const bosch::HeadMask mask = layer_mask(lay, {1, 2, 5});
+  auto write = [&](const std::string& name, const std::string& arch) {
+    nlohmann::json meta{{"window", 32}, {"sinks", 0}};
+    if (!arch.empty()) meta["architecture"] = arch;
+    bosch::io::write_mask_json(dir / name, mask, meta);
+  };
+  write("qwen2.json", "qwen2");
+  write("qwen3.json", "qwen3");
+  write("llama.json", "llama");
+  write("moe.json", "qwen3moe");
+  write("none.json", "");  // a mask file of an older bosch: no architecture
+
+  // qwen2 and qwen3 (from the metadata): transformers follows layer_types;
+  // max_window_layers = the layer count, which vLLM's Qwen2 insists on.
+  for (const std::string arch : {"qwen2", "qwen3"}) {
+    Run r = run({"convert", dir / (arch + ".json"), "--to", "hf", "-o", dir / (arch + "-patch.json")}, dir);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto patch = read_json(dir / (arch + "-patch.json"));
+    CHECK(patch.at("max_window_layers") == 6);
+    CHECK(patch.at("layer_types")[1] == "sliding_attention");
+    CHECK(patch.at("layer_types")[0] == "full_attention");
+    CHECK(patch.at("use_sliding_window") == true);
+  }
+  // llama: refused (exit 2, one line) naming the engine, the reason and the routes; nothing written.
+  Run r = run({"convert", dir / "llama.json", "--to", "hf", "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 2);
+  CHECK(one_line(r.err));
+  CHECK(contains(r.err, "transformers"));
+  CHECK(contains(r.err, "llama"));
+  CHECK(contains(r.err, "no sliding window"));
+  CHECK(contains(r.err, "bosch.hf"));
+  CHECK(contains(r.err, "--to kvpress"));
+  CHECK(!fs::exists(dir / "x.json"));
+  // qwen3moe: one window for all layers or none; a mixed layer mask is refused,
+  // an all-SWA one passes (without max_window_layers, which Qwen3-MoE lacks).
+  r = run({"convert", dir / "moe.json", "--to", "hf", "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 2);
+  CHECK(contains(r.err, "transformers"));
+  CHECK(contains(r.err, "qwen3moe"));
+  CHECK(contains(r.err, "3 of 6 layers"));
+  CHECK(!fs::exists(dir / "x.json"));
+  bosch::io::write_mask_json(dir / "moe-all.json", bosch::HeadMask::filled(lay, true),
+                             {{"window", 32}, {"architecture", "qwen3moe"}});
+  r = run({"convert", dir / "moe-all.json", "--to", "hf", "-o", dir / "moe-patch.json"}, dir);
+  REQUIRE(r.status == 0);
+  CHECK(!read_json(dir / "moe-patch.json").contains("max_window_layers"));
+
+  // No architecture anywhere: refused, asking for --model, rather than guessed.
+  r = run({"convert", dir / "none.json", "--to", "hf", "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 2);
+  CHECK(one_line(r.err));
+  CHECK(contains(r.err, "--model"));
+  CHECK(contains(r.err, "architecture"));
+  CHECK(!fs::exists(dir / "x.json"));
+  // --arch names it for a mask without metadata (a TSV, an old file).
+  r = run({"convert", dir / "none.json", "--to", "hf", "--arch", "qwen2", "-o", dir / "arch-patch.json"}, dir);
+  REQUIRE(r.status == 0);
+  CHECK(read_json(dir / "arch-patch.json").at("max_window_layers") == 6);
+  r = run({"convert", dir / "none.json", "--to", "hf", "--arch", "llama", "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 2);
+  CHECK(contains(r.err, "transformers"));
+  r = run({"convert", dir / "none.json", "--to", "hf", "--arch", "gemma2", "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 2);
+  CHECK(contains(r.err, "--arch"));
+  CHECK(contains(r.err, "qwen3moe"));
+  // --arch against the metadata: both named.
+  r = run({"convert", dir / "qwen2.json", "--to", "hf", "--arch", "llama", "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 2);
+  CHECK(contains(r.err, "qwen2"));
+  CHECK(contains(r.err, "llama"));
+  CHECK(!fs::exists(dir / "x.json"));
+  // An architecture recorded as something else than a string: the field named.
+  bosch::io::write_mask_json(dir / "bad.json", mask, {{"window", 32}, {"architecture", 2}});
+  r = run({"convert", dir / "bad.json", "--to", "hf", "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 1);
+  CHECK(contains(r.err, "metadata.architecture"));
+
+  // --to layers (TensorRT-LLM's per-layer windows) takes any architecture, and none.
+  for (const std::string name : {"llama.json", "none.json"}) {
+    r = run({"convert", dir / name, "--to", "layers", "--max-seq-len", "512", "-o", dir / "w.json"}, dir);
+    CHECK(r.status == 0);
+  }
+  // kvpress takes any architecture.
+  r = run({"convert", dir / "none.json", "--to", "kvpress", "-o", dir / "pattern"}, dir);
+  CHECK(r.status == 0);
+
+  // The model's architecture (--model) wins over nothing and must agree with the metadata.
+  const std::string model = bosch::test::cli::model();
+  if (!fs::exists(model)) return;
+  const auto config = bosch::model::read_config(model);
+  REQUIRE(bosch::model::to_string(config.arch) == std::string("llama"));  // stories260K
+  const bosch::HeadLayout mlay = config.layout();
+  const bosch::HeadMask mmask = layer_mask(mlay, {0});
+  bosch::io::write_mask_json(dir / "m-none.json", mmask, {{"window", 16}});
+  bosch::io::write_mask_json(dir / "m-qwen2.json", mmask, {{"window", 16}, {"architecture", "qwen2"}});
+  r = run({"convert", dir / "m-none.json", "--to", "hf", "--model", model, "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 2);
+  CHECK(contains(r.err, "transformers"));
+  CHECK(contains(r.err, "Llama"));
+  r = run({"convert", dir / "m-qwen2.json", "--to", "hf", "--model", model, "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 2);
+  CHECK(contains(r.err, "qwen2"));
+  CHECK(contains(r.err, model));
+  r = run({"convert", dir / "m-none.json", "--to", "hf", "--model", model, "--arch", "qwen2", "-o", dir / "x.json"},
+          dir);
+  CHECK(r.status == 2);
+  CHECK(contains(r.err, "--arch"));
+  CHECK(!fs::exists(dir / "x.json"));
+  // GGUF: llama.cpp's llama graph attends fully, so the copy is refused (the
+  // same for qwen2, qwen3 and qwen3moe); nothing written.
+  r = run({"convert", dir / "m-none.json", "--to", "gguf", "--model", model, "-o", dir / "x.gguf"}, dir);
+  CHECK(r.status == 2);
+  CHECK(one_line(r.err));
+  CHECK(contains(r.err, "llama.cpp"));
+  CHECK(contains(r.err, "attends fully"));
+  CHECK(contains(r.err, "bosch generate"));
+  CHECK(!fs::exists(dir / "x.gguf"));
+  // bosch baseline records the architecture, so its masks need no --model.
+  r = run({"baseline", "--model", model, "--method", "RAND", "--ratio", "0.2", "--layer-count", "whole",
+           "-o", dir / "rand.json"},
+          dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(bosch::io::read_mask_json(dir / "rand.json").metadata.at("architecture") == "llama");
+  r = run({"convert", dir / "rand.json", "--to", "hf", "-o", dir / "x.json"}, dir);
+  CHECK(r.status == 2);
+  CHECK(contains(r.err, "Llama"));
 }

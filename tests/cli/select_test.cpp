@@ -35,6 +35,7 @@ TEST_CASE("select writes a mask with the exact ratio, its metadata, the log and 
   CHECK(meta.at("model_fingerprint") == loaded.fingerprint);
   CHECK(meta.at("model_file") == "stories260K.gguf");
   CHECK(meta.at("model") == loaded.config.name);
+  CHECK(meta.at("architecture") == "llama");  // what the hf and gguf exports check
   CHECK(meta.at("layout") == "5x8x4");
   CHECK(meta.at("target_ratio").get<double>() == 0.5);
   CHECK(meta.at("ratio").get<double>() == 0.5);

@@ -246,3 +246,62 @@ TEST_CASE("layer windows: TensorRT-LLM and SGLang fields, read back") {
   bad["layer_windows"][1] = 64;
   CHECK_THROWS_AS((void)io::mask_from_layer_windows(bad, lay, "w.json"), bosch::format_error);
 }
+
+TEST_CASE("check_export_engine: per format and architecture, whether the engine applies the windows") {
+  const HeadLayout lay{5, 6, 2};
+  const HeadMask some = layer_mask(lay, {1, 2}), all = HeadMask::filled(lay, true);
+  auto refusal = [](const std::string& format, const std::string& arch, const HeadMask& m) -> std::string {
+    try {
+      io::check_export_engine(format, arch, m, "mask.json");
+    } catch (const bosch::invalid_argument& e) {
+      CHECK(e.where() == "mask.json");
+      return e.message();
+    }
+    return {};
+  };
+  // hf: transformers applies layer_types for qwen2 and qwen3.
+  CHECK(refusal("hf", "qwen2", some).empty());
+  CHECK(refusal("hf", "qwen3", some).empty());
+  CHECK(refusal("hf", "llama", some).find("Hugging Face transformers would ignore") != std::string::npos);
+  CHECK(refusal("hf", "qwen3moe", some).find("2 of 5 layers") != std::string::npos);
+  CHECK(refusal("hf", "qwen3moe", all).empty());
+  CHECK(refusal("hf", "qwen3moe", HeadMask(lay)).empty());
+  CHECK(refusal("hf", "", some).find("needs the model's architecture") != std::string::npos);
+  CHECK(refusal("hf", "gemma2", some).find("does not know") != std::string::npos);
+  // gguf: llama.cpp's graphs of all four attend fully.
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "qwen3moe"}) {
+    const std::string m = refusal("gguf", arch, some);
+    CHECK(m.find("llama.cpp would ignore") != std::string::npos);
+    CHECK(m.find("its " + arch + " graph") != std::string::npos);
+    CHECK(m.find("bosch generate") != std::string::npos);
+    // --to hf is offered only where transformers applies it.
+    CHECK((m.find("--to hf") != std::string::npos) == (arch == "qwen2" || arch == "qwen3"));
+  }
+  CHECK(!refusal("gguf", "", some).empty());
+  // layers (TensorRT-LLM) and kvpress: any architecture, or none.
+  for (const std::string arch : {"", "llama", "qwen3moe", "gemma2"}) {
+    CHECK(refusal("layers", arch, some).empty());
+    CHECK(refusal("kvpress", arch, some).empty());
+  }
+  // The patch: max_window_layers = the layer count for qwen2 and qwen3 only.
+  CHECK(io::hf_config_patch(some, {16, 0}, "m", "qwen2").at("max_window_layers") == 5);
+  CHECK(io::hf_config_patch(some, {16, 0}, "m", "qwen3").at("max_window_layers") == 5);
+  CHECK(!io::hf_config_patch(all, {16, 0}, "m", "qwen3moe").contains("max_window_layers"));
+  CHECK(!io::hf_config_patch(some, {16, 0}).contains("max_window_layers"));
+}
+
+TEST_CASE("export_architecture: the model's or the named one, else the metadata's; contradictions refused") {
+  const nlohmann::json none = nlohmann::json::object(), qwen2{{"architecture", "qwen2"}};
+  CHECK(io::export_architecture("", "--arch", none, "m.json").empty());
+  CHECK(io::export_architecture("", "--arch", qwen2, "m.json") == "qwen2");
+  CHECK(io::export_architecture("qwen2", "--arch", qwen2, "m.json") == "qwen2");
+  CHECK(io::export_architecture("llama", "model.gguf", none, "m.json") == "llama");
+  CHECK_THROWS_WITH_AS(io::export_architecture("llama", "model.gguf", qwen2, "m.json"),
+                       doctest::Contains("model.gguf: architecture llama differs from the qwen2"),
+                       bosch::invalid_argument);
+  CHECK_THROWS_WITH_AS(io::export_architecture("phi3", "--arch", none, "m.json"),
+                       doctest::Contains("--arch: unknown architecture 'phi3'"), bosch::invalid_argument);
+  CHECK_THROWS_WITH_AS(io::export_architecture("", "--arch", nlohmann::json{{"architecture", 1}}, "m.json"),
+                       doctest::Contains("m.json: metadata.architecture"), bosch::format_error);
+  CHECK(io::metadata_architecture(nlohmann::json{{"architecture", nullptr}}, "m").empty());
+}

@@ -20,12 +20,17 @@
 ///        mean full), read the mask back exactly.
 ///  - **Hugging Face config patch** (layer masks only): `layer_types`
 ///    ("sliding_attention" / "full_attention" per layer), `sliding_window`,
-///    `use_sliding_window`.
+///    `use_sliding_window`, and `max_window_layers` for qwen2 and qwen3.
 ///  - **layer windows** (layer masks only): per-layer windows for TensorRT-LLM
-///    (`max_attention_window`, `sink_token_length`) and layer-id lists for
-///    SGLang / vLLM (`swa_attention_layer_ids`, `full_attention_layer_ids`).
+///    (`max_attention_window`, `sink_token_length`), and the layer-id lists
+///    (`swa_attention_layer_ids`, `full_attention_layer_ids`) and
+///    `layer_types`, which describe the mask (SGLang reads no user layer
+///    list; vLLM reads the config patch).
 ///  - GGUF: bosch::transformer (bosch/model/gguf_export.hpp), which needs the
 ///    model file.
+///
+/// Whether the engine of an export applies the windows at all depends on the
+/// architecture: check_export_engine (the table in docs/deployment.md).
 ///
 /// A window `w` means what it means in bosch (bosch/model/windows.hpp): a
 /// query sees its last w keys, itself included (the Hugging Face
@@ -327,13 +332,118 @@ inline DuoPatternFile parse_duo_pattern(const std::string& tsv, const std::strin
   return out;
 }
 
+// ---- which engine applies the windows ---------------------------------------------------------
+
+/// The architectures bosch runs (model::Arch; the GGUF general.architecture
+/// names), which a mask's metadata records as "architecture".
+inline bool known_architecture(const std::string& arch) {
+  return arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe";
+}
+
+/// The architecture a mask's metadata records ("architecture", a string, as
+/// `bosch select`, `bosch baseline` and TransformerEvaluator.metadata write
+/// it), or "" when it records none (older files, masks of other searches).
+/// bosch::format_error naming "`where`: metadata.architecture" when present
+/// but not a string.
+inline std::string metadata_architecture(const nlohmann::json& metadata, const std::string& where) {
+  if (!metadata.is_object() || !metadata.contains("architecture") || metadata["architecture"].is_null()) return {};
+  if (!metadata["architecture"].is_string())
+    throw format_error("expected a string, got " + metadata["architecture"].dump(), where + ": metadata.architecture");
+  return metadata["architecture"].get<std::string>();
+}
+
+/// The architecture an export targets: `given` (the model's, or the one the
+/// user named; `given_where` says which) when not empty, else the mask
+/// metadata's. Throws bosch::invalid_argument naming `given_where` when both
+/// are present and differ, or when `given` is not one bosch runs.
+inline std::string export_architecture(const std::string& given, const std::string& given_where,
+                                       const nlohmann::json& metadata, const std::string& where) {
+  const std::string recorded = metadata_architecture(metadata, where);
+  if (given.empty()) return recorded;
+  if (!known_architecture(given))
+    throw invalid_argument("unknown architecture '" + given + "' (expected llama, qwen2, qwen3 or qwen3moe)",
+                           given_where);
+  if (!recorded.empty() && recorded != given)
+    throw invalid_argument("architecture " + given + " differs from the " + recorded + " that the mask's metadata records (" +
+                               where + ")",
+                           given_where);
+  return given;
+}
+
+/// The routes that apply a layer mask's windows whatever the engine does.
+inline std::string export_routes(const std::string& arch) {
+  std::string s = "run the mask through bosch itself (bosch generate, logits or evaluate with --mask), "
+                  "through transformers with the Python package's per-head attention (bosch.hf.WindowedAttention)";
+  if (arch == "qwen2" || arch == "qwen3") s += ", through transformers with --to hf";
+  return s + ", or select a head-level mask for kvpress's DuoAttentionPress (--to kvpress)";
+}
+
+/// Throws bosch::invalid_argument (where = `where`) when the engine that the
+/// export `format` ("hf", "gguf", "layers", "kvpress") targets would ignore
+/// the windows of `mask` for architecture `arch` ("" = not known), naming the
+/// engine, the reason and the routes that work (docs/deployment.md):
+///  - hf (Hugging Face transformers, and vLLM, which reads the same config):
+///    applied for qwen2 and qwen3 (layer_types); qwen3moe windows every
+///    layer or none (no layer_types), so only a mask whose layers all agree
+///    passes; llama has no sliding window at all; an unknown or unnamed
+///    architecture is refused rather than guessed;
+///  - gguf (llama.cpp): refused for every architecture bosch runs (llama.cpp
+///    reads the keys only in the loaders of SWA architectures such as
+///    gemma2/3, cohere2, llama4, olmo2, phi3; its llama, qwen2, qwen3 and
+///    qwen3moe graphs attend fully) and for an unnamed one;
+///  - layers (TensorRT-LLM's per-layer max_attention_window) and kvpress
+///    (per-head patterns): any architecture.
+inline void check_export_engine(const std::string& format, const std::string& arch, const HeadMask& mask,
+                                const std::string& where) {
+  if (format != "hf" && format != "gguf") return;
+  const std::string engine = format == "hf" ? "Hugging Face transformers" : "llama.cpp";
+  if (arch.empty())
+    throw invalid_argument("the " + format + " export needs the model's architecture, because " + engine +
+                               " applies these windows for some architectures and silently ignores them for "
+                               "others, and the mask's metadata records none; pass --model (or --arch; Python: "
+                               "model= or arch=)",
+                           where);
+  if (!known_architecture(arch))
+    throw invalid_argument("bosch does not know whether " + engine + " applies sliding windows for architecture '" +
+                               arch + "' (it knows llama, qwen2, qwen3 and qwen3moe); " + export_routes(arch),
+                           where);
+  if (format == "gguf")
+    throw invalid_argument("llama.cpp would ignore these windows: it reads <arch>.attention.sliding_window and "
+                           "sliding_window_pattern only for architectures with sliding-window attention (gemma2, "
+                           "gemma3, cohere2, llama4, olmo2, phi3, ...), and its " + arch +
+                               " graph attends fully in every layer; " + export_routes(arch),
+                           where);
+  if (arch == "llama")
+    throw invalid_argument("Hugging Face transformers would ignore these windows: its Llama attention (architecture "
+                           "llama) has no sliding window, so the patched model computes full attention; " +
+                               export_routes(arch),
+                           where);
+  if (arch == "qwen3moe" && first_mixed_layer(mask) < 0) {
+    const auto& l = mask.layout();
+    int swa_layers = 0;
+    for (int layer = 0; layer < l.num_layers; ++layer) swa_layers += l.num_kv_heads > 0 && mask.swa(layer, 0) ? 1 : 0;
+    if (swa_layers != 0 && swa_layers != l.num_layers)
+      throw invalid_argument("Hugging Face transformers would window every layer: its Qwen3-MoE (architecture "
+                             "qwen3moe) has no layer_types and applies sliding_window to all layers or none, but "
+                             "this mask windows " + std::to_string(swa_layers) + " of " +
+                                 std::to_string(l.num_layers) + " layers; " + export_routes(arch),
+                             where);
+  }
+}
+
 // ---- Hugging Face config patch ----------------------------------------------------------------
 
 /// The config.json patch of a layer-granular mask: layer_types,
 /// sliding_window (the window), use_sliding_window (true when any layer is
-/// SWA). Throws bosch::invalid_argument for a head-level mask (check_layer_mask)
-/// or sinks > 0 (Hugging Face windows keep no sink tokens).
-inline nlohmann::json hf_config_patch(const HeadMask& mask, const ExportWindows& w, const std::string& where = "mask") {
+/// SWA), and for architecture (`arch`) qwen2 and qwen3 max_window_layers =
+/// the number of layers: transformers follows layer_types and ignores it,
+/// but vLLM's Qwen2 model refuses a sliding window unless it equals the layer
+/// count (and a config converted from GGUF may carry another value). Throws
+/// bosch::invalid_argument for a head-level mask (check_layer_mask) or
+/// sinks > 0 (Hugging Face windows keep no sink tokens). Which architectures
+/// apply the patch at all: check_export_engine.
+inline nlohmann::json hf_config_patch(const HeadMask& mask, const ExportWindows& w, const std::string& where = "mask",
+                                      const std::string& arch = {}) {
   check_export_windows(w, where);
   check_layer_mask(mask, "hf", where);
   if (w.sinks > 0)
@@ -348,7 +458,9 @@ inline nlohmann::json hf_config_patch(const HeadMask& mask, const ExportWindows&
     types.push_back(s ? "sliding_attention" : "full_attention");
     any = any || s;
   }
-  return nlohmann::json{{"layer_types", std::move(types)}, {"sliding_window", w.window}, {"use_sliding_window", any}};
+  nlohmann::json patch{{"layer_types", std::move(types)}, {"sliding_window", w.window}, {"use_sliding_window", any}};
+  if (arch == "qwen2" || arch == "qwen3") patch["max_window_layers"] = mask.layout().num_layers;
+  return patch;
 }
 
 /// Reads a Hugging Face config (a patch or a whole config.json) back into a
@@ -395,9 +507,9 @@ inline std::pair<HeadMask, ExportWindows> mask_from_hf_config(const nlohmann::js
 ///      "layer_windows": [w or n per layer],        // = max_attention_window
 ///      "max_attention_window": [...],              // TensorRT-LLM, per layer
 ///      "sink_token_length": s,                     // TensorRT-LLM
-///      "swa_attention_layer_ids": [...],           // SGLang
-///      "full_attention_layer_ids": [...],          // SGLang
-///      "layer_types": ["sliding_attention" | "full_attention", ...]}  // vLLM / HF
+///      "swa_attention_layer_ids": [...],           // the mask, for reference
+///      "full_attention_layer_ids": [...],          // (SGLang reads no user list)
+///      "layer_types": ["sliding_attention" | "full_attention", ...]}  // as in the hf patch
 ///
 /// A full layer's window is `max_sequence_length` (the longest context it is
 /// served at; TensorRT-LLM caps every window by it). Throws

@@ -15,6 +15,12 @@
 /// go last); only the data section's start moves, to the next multiple of the
 /// file's alignment, and tensor offsets are relative to it. The copy is
 /// written atomically (io::write_file_atomic).
+///
+/// llama.cpp reads the keys only for architectures with sliding-window
+/// attention (gemma2/3, cohere2, llama4, ...), none of those bosch runs, so
+/// `bosch convert --to gguf` and write_mask(format="gguf") refuse before
+/// calling the writer (io::check_export_engine); bosch reads the keys back
+/// (gguf_windows) but does not run with them.
 
 #include <bosch/io/mask_export.hpp>
 #include <bosch/mask.hpp>
