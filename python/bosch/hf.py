@@ -4,22 +4,29 @@
 No upstream transformers model takes a sliding window per KV head (the
 configurations take them per layer: docs/deployment.md), so this module runs
 a bosch head mask through an attention function of its own, registered with
-transformers' ``AttentionInterface``::
+transformers' ``AttentionInterface``, and a KV cache that frees what the SWA
+heads no longer read::
 
     import bosch, bosch.hf
 
-    attention = bosch.hf.WindowedAttention(window=64, sinks=4)
+    f = bosch.read_mask("mask.json")                      # window and sinks in its metadata
+    attention = bosch.hf.WindowedAttention.from_mask(f)
     tokenizer, model = bosch.hf.load_model("HuggingFaceTB/SmolLM2-135M-Instruct", attention)
-    attention.mask = bosch.read_mask("mask.json").mask   # (layers, kv_heads), True = SWA
-    logits = model(ids).logits                           # the masked model
+    logits = model(ids).logits                            # the masked model (scoring, prefill)
+    out = model.generate(ids, past_key_values=attention.new_cache(), max_new_tokens=64)
 
 The window rule is the one of bosch's own forward (and of its C++
 evaluator): a query of an SWA head at position i sees the keys j with
 i - window < j <= i, plus the keys j < sinks; a full head sees every j <= i.
-The model runs one unpadded sequence at a time, without a KV cache that drops
-keys (key j is at position j); the attention mask transformers passes in is
-not used (the causal part is in ``window_mask``). scripts/check-hf checks
-that this gives bosch's log-probabilities for SmolLM2 within 5e-4 nats.
+The attention runs through FlexAttention with a block mask built from that
+rule (bosch.flex): compiled, it skips the key tiles an SWA head never reads,
+takes grouped-query attention without copying keys, and never builds a
+(heads, queries, keys) mask, on the CPU and on GPUs alike; ``backend="dense"``
+is the plain masked SDPA it is checked against. Sequences run unpadded or
+right-padded (key j at position j); left padding is refused.
+``attention.new_cache()`` (bosch.hybrid_cache) keeps each SWA head's sinks
+and a ring of its last ``window`` positions and each full head's every
+position, as bosch's own decode does.
 
 ``window_mask`` and ``make_passkey_samples`` are array code that needs only
 NumPy; everything that runs a model imports torch and transformers when it is
@@ -71,6 +78,9 @@ def window_mask(swa_kv, num_query_heads, q_positions, k_positions, window, sinks
     return causal & (local | ~swa_q)
 
 
+BACKENDS = ("flex", "dense")
+
+
 class WindowedAttention:
     """A transformers attention function that applies a bosch head mask.
 
@@ -79,18 +89,51 @@ class WindowedAttention:
     mask: the head mask, bool (layers, kv_heads), True = sliding window; set
     it (or assign ``.mask``) before running the model; all-False is the
     unmasked model.
+    backend: "flex" (FlexAttention with a block mask: memory linear in the
+    context for SWA heads) or "dense" (SDPA with a dense boolean mask and
+    keys repeated over the query heads: the reference, short inputs only).
+    compile: compile the FlexAttention kernel (block-sparse); False runs it
+    eagerly (dense scores; for checking). Where compiling fails it falls
+    back to eager with a RuntimeWarning that says why.
     """
 
-    def __init__(self, window, sinks=0, mask=None):
+    def __init__(self, window, sinks=0, mask=None, backend="flex", compile=True):
         if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
         if isinstance(sinks, bool) or not isinstance(sinks, (int, np.integer)) or sinks < 0:
             raise ValueError(f"sinks must be an integer >= 0, got {sinks!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.window, self.sinks = int(window), int(sinks)
+        self.backend, self.compile = backend, bool(compile)
         self._mask = None
         self._on_device = {}
         if mask is not None:
             self.mask = mask
+
+    @classmethod
+    def from_mask(cls, mask_file, **kwargs):
+        """The attention of a mask file (bosch.read_mask's result, or a
+        path): its mask, and the window and sinks of its metadata."""
+        from . import read_mask
+
+        f = read_mask(mask_file) if not hasattr(mask_file, "mask") else mask_file
+        meta = getattr(f, "metadata", None) or {}
+        if "window" not in meta:
+            raise ValueError("the mask file's metadata records no window: use WindowedAttention(window, sinks, mask)")
+        return cls(meta["window"], meta.get("sinks", 0), mask=f.mask, **kwargs)
+
+    def new_cache(self, capacity=0):
+        """A hybrid KV cache for this attention's current mask
+        (bosch.hybrid_cache.HybridCache): pass it as ``past_key_values``.
+        capacity: positions to allocate for the full heads at once (it
+        doubles when outgrown)."""
+        if self._mask is None:
+            raise RuntimeError("bosch.hf.WindowedAttention: no head mask set (assign .mask before new_cache)")
+        _require("transformers", "the hybrid KV cache")
+        from .hybrid_cache import HybridCache
+
+        return HybridCache(self._mask, self.window, self.sinks, capacity)
 
     @property
     def mask(self):
@@ -129,11 +172,24 @@ class WindowedAttention:
         swa = self._on_device.get(query.device)
         if swa is None:
             swa = self._on_device[query.device] = torch.as_tensor(self._mask, device=query.device)
+        from .hybrid_cache import HybridStep  # noqa: imports transformers, which is running this
+
+        if isinstance(key, HybridStep):  # a step of the hybrid KV cache
+            if self.backend != "flex":
+                raise ValueError("the hybrid KV cache runs with backend='flex'")
+            out = key.layer.attend(query, key, scaling, self.compile)
+            return out.transpose(1, 2).contiguous(), None
+        group = query.shape[1] // key.shape[1]
+        if self.backend == "flex":
+            from . import flex
+
+            swa_q = swa[layer].repeat_interleave(group)
+            out = flex.attention(query, key, value, swa_q, self.window, self.sinks, scaling, self.compile)
+            return out.transpose(1, 2).contiguous(), None
         q_len, k_len = query.shape[-2], key.shape[-2]
         k_pos = torch.arange(k_len, device=query.device)
         q_pos = k_pos[k_len - q_len:]
         allowed = window_mask(swa[layer], query.shape[1], q_pos, k_pos, self.window, self.sinks)
-        group = query.shape[1] // key.shape[1]
         key = key.repeat_interleave(group, dim=1)
         value = value.repeat_interleave(group, dim=1)
         out = torch.nn.functional.scaled_dot_product_attention(
@@ -148,12 +204,25 @@ class WindowedAttention:
         interface = _require("transformers", "registering the attention function").AttentionInterface
         interface.register(name, self)
         try:  # transformers >= 4.53 also asks which mask builder goes with an implementation
-            from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+            from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
-            ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
+            ALL_MASK_ATTENTION_FUNCTIONS.register(name, _no_mask)
         except ImportError:
             pass
         return name
+
+
+def _no_mask(batch_size, cache_position, kv_length, kv_offset=0, mask_function=None, attention_mask=None, **kwargs):
+    """The mask builder registered with the attention: none is built (the
+    windows are the attention's own); the padding mask is only checked. Right
+    padding leaves the real tokens' outputs unchanged in a causal model; left
+    padding shifts positions, and is refused."""
+    if attention_mask is not None and attention_mask.dim() == 2 and not bool(attention_mask.all()):
+        m = attention_mask.bool()
+        if bool((m[:, 1:] & ~m[:, :-1]).any()):  # a token after a padding position
+            raise ValueError("bosch.hf: left (or inner) padding is not supported: key j must sit at position j; "
+                             "pad on the right (tokenizer.padding_side = 'right') or run sequences one by one")
+    return None
 
 
 def load_model(model, attention, gguf_file=None, device="cpu", name=ATTENTION_NAME):
@@ -195,22 +264,52 @@ def make_passkey_samples(tokenizer, context, samples, seed):
 
 
 class HFEvaluator:
-    """Scores head masks with a Hugging Face causal LM: the mean over
-    passkey samples of the mean log-probability of the answer tokens (a
-    continuous score, higher is better), for ``bosch.select``."""
+    """Scores head masks with a Hugging Face causal LM, for ``bosch.select``:
+    the mean over samples of the mean log-probability of the answer tokens
+    (teacher-forced; a continuous score, higher is better), the score of
+    bosch's own evaluator.
 
-    def __init__(self, model_name, window, sinks=0, context=512, samples=4, device=None, seed=0, gguf_file=None):
+    The samples are, in order of preference: ``tasks``, a list of
+    ``{"prompt": ids, "answer": ids}`` dicts or (prompt, answer) pairs (for
+    example ``bosch.TransformerEvaluator(...).samples()``, the samples bosch's
+    C++ evaluator scores: see ``HFEvaluator.like``), else `samples` passkey
+    samples of about `context` tokens (make_passkey_samples).
+
+    batch_size: samples run together, right-padded to the longest (a padded
+    causal model's real tokens are unchanged); more helps on a GPU. Only the
+    answer rows go through the output projection.
+    """
+
+    def __init__(self, model_name, window, sinks=0, context=512, samples=4, device=None, seed=0, gguf_file=None,
+                 tasks=None, batch_size=1, backend="flex", compile=True):
         torch = _require("torch", "HFEvaluator")
         from ._bosch import HeadLayout
 
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.attention = WindowedAttention(window, sinks)
+        self.batch_size = int(batch_size)
+        self.attention = WindowedAttention(window, sinks, backend=backend, compile=compile)
         self.tokenizer, self.model = load_model(model_name, self.attention, gguf_file=gguf_file, device=self.device)
         cfg = self.model.config
         kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         self.layout = HeadLayout(cfg.num_hidden_layers, cfg.num_attention_heads, kv_heads)
-        self.samples = make_passkey_samples(self.tokenizer, context, samples, seed)
+        if tasks is None:
+            self.samples = make_passkey_samples(self.tokenizer, context, samples, seed)
+        else:
+            self.samples = [_sample_pair(t, i) for i, t in enumerate(tasks)]
+            if not self.samples:
+                raise ValueError("tasks holds no sample")
+        self.forwards = 0  # sample forwards run so far
+
+    @classmethod
+    def like(cls, evaluator, model_name, gguf_file=None, split="calibration", **kwargs):
+        """An HFEvaluator on the samples, window and sinks of a
+        bosch.TransformerEvaluator (of the same model): its scores are the
+        ones bosch's C++ forward gives, up to the two runtimes' arithmetic."""
+        return cls(model_name, evaluator.window, evaluator.sinks, gguf_file=gguf_file,
+                   tasks=evaluator.samples(split), **kwargs)
 
     @property
     def window(self):
@@ -220,15 +319,44 @@ class HFEvaluator:
     def sinks(self):
         return self.attention.sinks
 
-    def evaluate(self, mask):
-        """Mean over samples of the mean log-probability of the answer tokens."""
+    def sample_scores(self, mask):
+        """Mean answer log-probability of each sample, in order (float64 array)."""
         torch = self.torch
         self.attention.mask = mask
-        total = 0.0
+        out = []
         with torch.no_grad():
-            for prompt_ids, answer_ids in self.samples:
-                ids = torch.tensor([prompt_ids + answer_ids], device=self.device)
-                logits = self.model(ids).logits[0, len(prompt_ids) - 1:-1].float()
-                logp = torch.log_softmax(logits, dim=-1)
-                total += logp[torch.arange(len(answer_ids)), torch.tensor(answer_ids)].mean().item()
-        return total / len(self.samples)
+            for first in range(0, len(self.samples), self.batch_size):
+                batch = self.samples[first:first + self.batch_size]
+                seqs = [p + a for p, a in batch]
+                n = max(len(x) for x in seqs)
+                ids = torch.zeros((len(seqs), n), dtype=torch.long)
+                for r, x in enumerate(seqs):
+                    ids[r, :len(x)] = torch.tensor(x)
+                lo = min(len(p) for p, _ in batch) - 1  # first answer row over the batch
+                hi = max(len(p) + len(a) for p, a in batch) - 1
+                logits = self.model(ids.to(self.device), logits_to_keep=torch.arange(lo, hi)).logits
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                for r, (p, a) in enumerate(batch):
+                    rows = torch.arange(len(p) - 1, len(p) - 1 + len(a)) - lo
+                    out.append(logp[r, rows.to(logp.device), torch.tensor(a, device=logp.device)].double().mean().item())
+                self.forwards += len(batch)
+        return np.array(out)
+
+    def evaluate(self, mask):
+        """Mean over samples of the mean log-probability of the answer tokens."""
+        return float(self.sample_scores(mask).mean())
+
+    __call__ = evaluate
+
+
+def _sample_pair(t, i):
+    if isinstance(t, dict):
+        if "prompt" not in t or "answer" not in t:
+            raise ValueError(f"tasks[{i}]: a sample needs 'prompt' and 'answer' token ids")
+        p, a = t["prompt"], t["answer"]
+    else:
+        p, a = t
+    p, a = [int(x) for x in p], [int(x) for x in a]
+    if not p or not a:
+        raise ValueError(f"tasks[{i}]: empty {'prompt' if not p else 'answer'}")
+    return p, a

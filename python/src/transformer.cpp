@@ -211,6 +211,22 @@ nlohmann::json PyTransformerEvaluator::held_out(const HeadMask& mask, const Repo
   return bosch::to_json(run_.held_out_report(mask, options));
 }
 
+nlohmann::json PyTransformerEvaluator::samples(const std::string& split) {
+  std::lock_guard lock(mutex_);
+  if (split != "calibration" && split != "held_out")
+    throw invalid_argument("must be 'calibration' or 'held_out', got '" + split + "'", "split");
+  const tasks::TaskSet& set = split == "calibration" ? run_.calibration() : run_.held_out();
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : set.samples)
+    out.push_back({{"task", s.task},
+                   {"context_length", s.context_length},
+                   {"prompt", s.prompt},
+                   {"answer", s.answer},
+                   {"answer_text", s.answer_text},
+                   {"references", s.references}});
+  return out;
+}
+
 nlohmann::json PyTransformerEvaluator::metadata(const PyResult& r) const {
   if (r.metadata) return *r.metadata;
   nlohmann::json meta = run_.metadata(r.options, r.result);
@@ -304,6 +320,23 @@ void bind_transformer(nb::module_& m) {
           "Scores a mask on the held-out split, as `bosch evaluate --json` reports it: {'all': "
           "{task, samples, mean_logprob, probability, accuracy, exact}, 'per_task': [...]}. "
           "accuracy=False skips greedy decoding; extra_tokens: greedy budget past the answer.")
+      .def(
+          "samples",
+          [](PyTransformerEvaluator& self, const std::string& split) {
+            nlohmann::json j;
+            {
+              nb::gil_scoped_release release;  // the held-out set is generated on first use
+              j = self.samples(split);
+            }
+            return json_to_python(j);
+          },
+          "split"_a = "calibration",
+          nb::sig("def samples(self, split: str = 'calibration') -> list[dict[str, typing.Any]]"),
+          "The samples this evaluator scores, as token ids: split 'calibration' (what evaluate()\n"
+          "scores) or 'held_out' (what held_out() scores); each a dict of task, context_length,\n"
+          "prompt (token ids, BOS first where the tokenizer adds one), answer (the teacher-forced\n"
+          "target ids), answer_text and references. Another runtime (bosch.hf) can score exactly\n"
+          "these: the score is the mean over samples of the mean log-probability of the answer ids.")
       .def(
           "metadata",
           [](const PyTransformerEvaluator& self, const PyResult& r) { return json_to_python(self.metadata(r)); },

@@ -40,6 +40,10 @@ class PyTransformerEvaluator {
   nb::object select(SearchSetup& setup);
   /// The held-out report of `mask` (as `bosch evaluate --json` prints it).
   nlohmann::json held_out(const HeadMask& mask, const ReportOptions& options);
+  /// The token ids of the calibration or held-out samples ("calibration" or
+  /// "held_out"): [{task, context_length, prompt, answer, answer_text,
+  /// references}], in the order the evaluator scores them.
+  nlohmann::json samples(const std::string& split);
   /// The metadata `bosch select` writes with a mask: `result`'s own when it
   /// came from this evaluator's select, else ModelRun::metadata with the
   /// options' initial masks as unnamed warm starts.

@@ -89,6 +89,8 @@ def test_hf_without_torch_raises_an_import_error_naming_it(monkeypatch):
 
 
 def test_hf_attention_checks_its_arguments():
+    with pytest.raises(ValueError, match="backend must be one of flex, dense, got 'sparse'"):
+        bosch.hf.WindowedAttention(8, backend="sparse")
     for bad in (0, -3, 2.5, True, None):
         with pytest.raises(ValueError, match="window must be an integer >= 1"):
             bosch.hf.WindowedAttention(bad)
@@ -137,13 +139,15 @@ def reference_attention(q, k, v, allowed, scale):
     return np.einsum("bhqk,bhkd->bqhd", p, v)
 
 
+@pytest.mark.parametrize("backend", bosch.hf.BACKENDS)
 @pytest.mark.parametrize("sinks", [0, 2])
-def test_hf_attention_equals_masked_softmax_attention(sinks):
+def test_hf_attention_equals_masked_softmax_attention(sinks, backend):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(sinks)
     layers, kv, hq, n, d, window = 3, 2, 6, 11, 8, 4
     swa = np.array([[True, False], [False, False], [True, True]])
-    attention = bosch.hf.WindowedAttention(window, sinks, mask=swa)
+    # float64: FlexAttention runs it eagerly (its compiled CPU kernel takes fp32/fp16/bf16).
+    attention = bosch.hf.WindowedAttention(window, sinks, mask=swa, backend=backend, compile=False)
     for layer in range(layers):
         for q_len in (n, 1):  # prefill, and one query against the whole sequence's keys
             q = rng.standard_normal((1, hq, q_len, d))
