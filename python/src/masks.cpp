@@ -69,6 +69,7 @@ PyMaskFile read_mask(nb::handle path_obj, nb::handle layout_obj, nb::handle form
                              "layout");
     nb::gil_scoped_release release;
     io::ExportWindows w;
+    std::string arch;  // a GGUF model's
     switch (ex) {
       case Export::kvpress: {
         auto p = io::read_duo_pattern(path, expected ? expected->num_query_heads : 0, threshold);
@@ -94,14 +95,17 @@ PyMaskFile read_mask(nb::handle path_obj, nb::handle layout_obj, nb::handle form
         const model::gguf::File g(path);
         const auto gw = model::gguf_windows(g);
         if (!gw) throw format_error("declares no sliding window (no <arch>.attention.sliding_window key)", path);
-        out.mask = io::mask_from_swa_layers(model::config_from_gguf(g).layout(), gw->swa, path);
+        const model::Config c = model::config_from_gguf(g);
+        out.mask = io::mask_from_swa_layers(c.layout(), gw->swa, path);
         w = {gw->window, 0};
+        arch = model::to_string(c.arch);
         break;
       }
       case Export::none: break;
     }
     if (expected) io::check_mask_layout(out.mask, *expected, path);
     out.metadata = nlohmann::json{{"window", w.window}, {"sinks", w.sinks}};
+    if (!arch.empty()) out.metadata["architecture"] = arch;
     return out;
   }
   const Form form = form_of(path, format);
@@ -140,7 +144,7 @@ std::optional<int> optional_int(nb::handle v, const char* what) {
 
 void write_mask(nb::handle path_obj, nb::handle mask_obj, nb::handle layout_obj, nb::handle metadata,
                 nb::handle format, nb::handle window_obj, nb::handle sinks_obj, nb::handle model_obj,
-                nb::handle max_seq_len_obj) {
+                nb::handle max_seq_len_obj, nb::handle arch_obj) {
   const std::string path = path_from(path_obj);
   const Export ex = export_of(format);
   const Form form = ex == Export::none ? form_of(path, format) : Form::json;
@@ -149,6 +153,11 @@ void write_mask(nb::handle path_obj, nb::handle mask_obj, nb::handle layout_obj,
   const std::optional<int> window = optional_int(window_obj, "window"), sinks = optional_int(sinks_obj, "sinks"),
                            max_seq_len = optional_int(max_seq_len_obj, "max_seq_len");
   const std::string model_path = model_obj.is_none() ? std::string() : path_from(model_obj, "model");
+  if (!arch_obj.is_none() && !nb::isinstance<nb::str>(arch_obj)) wrong_type("arch", "a str", arch_obj);
+  const std::string arch_given = arch_obj.is_none() ? std::string() : nb::cast<std::string>(arch_obj);
+  if (!arch_given.empty() && !io::known_architecture(arch_given))
+    throw invalid_argument("unknown architecture '" + arch_given + "' (expected llama, qwen2, qwen3 or qwen3moe)",
+                           "arch");
   HeadMask mask;
   nlohmann::json meta = nlohmann::json::object();
   if (nb::isinstance<PyResult>(mask_obj)) {
@@ -201,9 +210,21 @@ void write_mask(nb::handle path_obj, nb::handle mask_obj, nb::handle layout_obj,
                                  to_string(config->layout()),
                              model_path);
   }
+  // The architecture the export targets (model, else arch, else the
+  // metadata's), and whether its engine would apply the windows at all.
+  if (config && !arch_given.empty() && arch_given != model::to_string(config->arch))
+    throw invalid_argument("architecture " + arch_given + " differs from the model's, " +
+                               model::to_string(config->arch) + " (" + model_path + ")",
+                           "arch");
+  const std::string arch = io::export_architecture(config ? model::to_string(config->arch) : arch_given,
+                                                   config ? model_path : "arch", meta, "mask");
+  const char* const format_name = ex == Export::kvpress ? "kvpress" : ex == Export::hf ? "hf"
+                                  : ex == Export::gguf  ? "gguf"
+                                                        : "layers";
+  io::check_export_engine(format_name, arch, mask, "mask");
   switch (ex) {
     case Export::kvpress: io::write_duo_pattern(path, mask, meta, w); break;
-    case Export::hf: io::write_file_atomic(path, io::hf_config_patch(mask, w, "mask").dump(2) + "\n"); break;
+    case Export::hf: io::write_file_atomic(path, io::hf_config_patch(mask, w, "mask", arch).dump(2) + "\n"); break;
     case Export::layers: {
       const int n = max_seq_len ? *max_seq_len : config ? config->max_position : 0;
       if (n <= 0)
@@ -292,25 +313,33 @@ void bind_masks(nb::module_& m) {
         "extension (.json, .tsv, anything else the grid) or `format`. With `layout` the file must\n"
         "match it (TSV and grid files take their query-head count from it). It also reads the\n"
         "exports of write_mask back (format='kvpress' a pattern directory, 'gguf' a model's windows,\n"
-        "'hf' and 'layers' with `layout`); their metadata is then {window, sinks}. Errors: FileError,\n"
-        "FormatError (naming the file and field or line), InvalidArgument (layout mismatch).");
+        "'hf' and 'layers' with `layout`); their metadata is then {window, sinks}, and a GGUF's\n"
+        "also its architecture. Errors: FileError, FormatError (naming the file and field or\n"
+        "line), InvalidArgument (layout mismatch).");
   m.def("write_mask", &write_mask, "path"_a, "mask"_a, "layout"_a.none() = nb::none(), nb::kw_only(),
         "metadata"_a.none() = nb::none(), "format"_a.none() = nb::none(), "window"_a.none() = nb::none(),
         "sinks"_a.none() = nb::none(), "model"_a.none() = nb::none(), "max_seq_len"_a.none() = nb::none(),
+        "arch"_a.none() = nb::none(),
         nb::sig("def write_mask(path: str | os.PathLike[str], mask: numpy.typing.ArrayLike | Result | MaskFile, "
                 "layout: HeadLayout | str | tuple[int, ...] | None = None, *, "
                 "metadata: dict[str, typing.Any] | None = None, "
                 "format: typing.Literal['json', 'tsv', 'grid', 'kvpress', 'duo', 'hf', 'gguf', 'layers'] | None "
                 "= None, window: int | None = None, sinks: int | None = None, "
-                "model: str | os.PathLike[str] | None = None, max_seq_len: int | None = None) -> None"),
+                "model: str | os.PathLike[str] | None = None, max_seq_len: int | None = None, "
+                "arch: typing.Literal['llama', 'qwen2', 'qwen3', 'qwen3moe'] | None = None) -> None"),
         "Writes a mask atomically as JSON, TSV or grid (by extension or `format`), or exports it\n"
         "for a serving engine (docs/deployment.md): format='kvpress' (or 'duo') writes the\n"
         "DuoAttention pattern directory `path` (full_attention_heads.tsv, config.json; kvpress's\n"
         "DuoAttentionPress(head_compression_ratio=SWA heads / KV heads) reproduces the mask);\n"
-        "'hf' a Hugging Face config.json patch (layer_types, sliding_window); 'gguf' a copy of\n"
-        "the GGUF `model` with <arch>.attention.sliding_window(_pattern); 'layers' per-layer\n"
-        "windows (TensorRT-LLM, SGLang; full layers get `max_seq_len`, default the model's\n"
-        "context length). 'hf', 'gguf' and 'layers' take layer masks only. Exports take\n"
+        "'hf' a Hugging Face config.json patch (layer_types, sliding_window, max_window_layers);\n"
+        "'gguf' a copy of the GGUF `model` with <arch>.attention.sliding_window(_pattern);\n"
+        "'layers' per-layer windows (TensorRT-LLM's max_attention_window; full layers get\n"
+        "`max_seq_len`, default the model's context length). 'hf', 'gguf' and 'layers' take layer\n"
+        "masks only. 'hf' and 'gguf' need the architecture (`model`'s, else `arch`, else the\n"
+        "metadata's 'architecture') and raise InvalidArgument where the engine would ignore the\n"
+        "windows: 'hf' for llama (transformers' Llama has no sliding window) and for a qwen3moe\n"
+        "mask that windows only some layers; 'gguf' for all four (llama.cpp's llama, qwen2, qwen3\n"
+        "and qwen3moe graphs attend fully). Exports take\n"
         "`window` and `sinks` from the arguments, else the metadata (e.g. a MaskFile's).\n"
         "`mask` is a bool array (layers, kv_heads) (its query heads from `layout`, default the\n"
         "KV heads), a bosch.Result (its metadata() is written, updated with `metadata`; a result\n"

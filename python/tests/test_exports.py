@@ -2,7 +2,9 @@
 """Mask exports (docs/deployment.md): write_mask(format=kvpress|duo|hf|gguf|layers)
 writes what `bosch convert --to` writes, byte for byte; read_mask reads it
 back; kvpress's argsort at the recorded ratio gives exactly the mask; the
-`gguf` package reads the GGUF copy's windows (when it is installed)."""
+`hf` and `gguf` exports need the model's architecture and refuse where the
+engine would ignore the windows (test_engine_exports.py shows it in
+transformers)."""
 
 import json
 
@@ -65,7 +67,7 @@ def test_kvpress_pattern_matches_the_program_and_kvpress_reproduces_the_mask(bos
 
 def test_hf_and_layers_exports_and_the_head_level_refusal(bosch_cli, tmp_path):
     mask = layer_mask(LAYOUT, [0, 3, 4])
-    bosch.write_mask(tmp_path / "m.json", mask, LAYOUT, metadata={"window": 32})
+    bosch.write_mask(tmp_path / "m.json", mask, LAYOUT, metadata={"window": 32, "architecture": "qwen2"})
     f = bosch.read_mask(tmp_path / "m.json")
     bosch.write_mask(tmp_path / "py-hf.json", f, format="hf")
     run([bosch_cli, "convert", tmp_path / "m.json", "--to", "hf", "-o", tmp_path / "cli-hf.json"])
@@ -74,6 +76,7 @@ def test_hf_and_layers_exports_and_the_head_level_refusal(bosch_cli, tmp_path):
     assert len(patch["layer_types"]) == LAYOUT.num_layers
     assert [t == "sliding_attention" for t in patch["layer_types"]] == list(mask[:, 0])
     assert patch["sliding_window"] == 32 and patch["use_sliding_window"] is True
+    assert patch["max_window_layers"] == LAYOUT.num_layers  # what vLLM's Qwen2 insists on
     assert np.array_equal(bosch.read_mask(tmp_path / "py-hf.json", LAYOUT, format="hf").mask, mask)
 
     bosch.write_mask(tmp_path / "py-layers.json", f, format="layers", max_seq_len=4096)
@@ -90,7 +93,8 @@ def test_hf_and_layers_exports_and_the_head_level_refusal(bosch_cli, tmp_path):
     head[1, 2] = True
     for fmt in ("hf", "layers"):
         with pytest.raises(bosch.InvalidArgument, match="head-level.*layer 1.*kvpress"):
-            bosch.write_mask(tmp_path / f"x-{fmt}.json", head, LAYOUT, format=fmt, window=32, max_seq_len=4096)
+            bosch.write_mask(tmp_path / f"x-{fmt}.json", head, LAYOUT, format=fmt, window=32, max_seq_len=4096,
+                             arch="qwen2")
         assert not (tmp_path / f"x-{fmt}.json").exists()
     with pytest.raises(bosch.InvalidArgument, match="window"):
         bosch.write_mask(tmp_path / "x", mask, LAYOUT, format="kvpress")  # no window anywhere
@@ -98,33 +102,67 @@ def test_hf_and_layers_exports_and_the_head_level_refusal(bosch_cli, tmp_path):
         bosch.read_mask(tmp_path / "py-hf.json", format="hf")
 
 
-def test_gguf_export_read_by_bosch_and_by_the_gguf_package(bosch_cli, stories_model, tmp_path):
-    info = json.loads(run([bosch_cli, "inspect", stories_model, "--json"]).stdout)["layout"]
-    model_layout = bosch.HeadLayout(info["num_layers"], info["num_query_heads"], info["num_kv_heads"])
+def test_gguf_export_refused_for_the_architectures_llama_cpp_ignores(stories_model, tmp_path):
     with pytest.raises(bosch.InvalidArgument, match="model"):
         bosch.write_mask(tmp_path / "x.gguf", np.zeros((1, 1), dtype=bool), format="gguf", window=8)
     # A mask of another layout is refused, naming both layouts, before anything is written.
-    with pytest.raises(bosch.InvalidArgument, match=f"1x1x1.*does not fit the model's layout {model_layout}"):
+    with pytest.raises(bosch.InvalidArgument, match="1x1x1.*does not fit the model's layout"):
         bosch.write_mask(tmp_path / "x.gguf", np.zeros((1, 1), dtype=bool), format="gguf", window=8,
                          model=stories_model)
     assert not (tmp_path / "x.gguf").exists()
-    mask = layer_mask(model_layout, [0, model_layout.num_layers - 1])
-    bosch.write_mask(tmp_path / "swa.gguf", mask, model_layout, format="gguf", window=16, model=stories_model)
-    back = bosch.read_mask(tmp_path / "swa.gguf", format="gguf")
-    assert np.array_equal(back.mask, mask) and back.layout == model_layout
-    assert back.metadata == {"window": 16, "sinks": 0}
+    # stories260K is a llama model: llama.cpp's llama graph attends fully.
+    layout = bosch.HeadLayout(5, 8, 4)
+    mask = layer_mask(layout, [0, 4])
+    with pytest.raises(bosch.InvalidArgument, match="llama.cpp would ignore.*llama graph attends fully.*bosch generate"):
+        bosch.write_mask(tmp_path / "swa.gguf", mask, layout, format="gguf", window=16, model=stories_model)
+    assert not (tmp_path / "swa.gguf").exists()
 
-    gguf = pytest.importorskip("gguf")
-    reader = gguf.GGUFReader(str(tmp_path / "swa.gguf"))
-    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
-    window = reader.fields[f"{arch}.attention.sliding_window"]
-    assert window.types == [gguf.GGUFValueType.UINT32]
-    assert int(window.parts[-1][0]) == 16
-    pattern = reader.fields[f"{arch}.attention.sliding_window_pattern"]
-    assert pattern.types == [gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.BOOL]
-    assert [bool(pattern.parts[i][0]) for i in pattern.data] == list(mask[:, 0])
-    # The tensors are the source's.
-    src = gguf.GGUFReader(str(stories_model))
-    assert [t.name for t in reader.tensors] == [t.name for t in src.tensors]
-    for a, b in zip(src.tensors, reader.tensors):
-        assert np.array_equal(np.asarray(a.data), np.asarray(b.data)), a.name
+
+def test_hf_export_architecture_from_metadata_arg_or_model(bosch_cli, stories_model, tmp_path):
+    mask = layer_mask(LAYOUT, [1, 2])
+    # No architecture anywhere: refused, asking for it, rather than guessed.
+    with pytest.raises(bosch.InvalidArgument, match="architecture.*model= or arch="):
+        bosch.write_mask(tmp_path / "x.json", mask, LAYOUT, format="hf", window=16)
+    assert not (tmp_path / "x.json").exists()
+    # arch= names it; the same bytes as the program's --arch.
+    bosch.write_mask(tmp_path / "m.json", mask, LAYOUT, metadata={"window": 16})
+    for arch in ("qwen2", "qwen3"):
+        bosch.write_mask(tmp_path / f"py-{arch}.json", bosch.read_mask(tmp_path / "m.json"), format="hf", arch=arch)
+        run([bosch_cli, "convert", tmp_path / "m.json", "--to", "hf", "--arch", arch, "-o", tmp_path / f"cli-{arch}.json"])
+        assert (tmp_path / f"py-{arch}.json").read_bytes() == (tmp_path / f"cli-{arch}.json").read_bytes()
+        assert json.loads((tmp_path / f"py-{arch}.json").read_text())["max_window_layers"] == LAYOUT.num_layers
+    # llama: transformers has no window for it.
+    with pytest.raises(bosch.InvalidArgument, match="transformers would ignore.*Llama.*bosch.hf.*--to kvpress"):
+        bosch.write_mask(tmp_path / "x.json", mask, LAYOUT, format="hf", window=16, arch="llama")
+    # qwen3moe: every layer or none.
+    with pytest.raises(bosch.InvalidArgument, match="qwen3moe.*2 of 6 layers"):
+        bosch.write_mask(tmp_path / "x.json", mask, LAYOUT, format="hf", window=16, arch="qwen3moe")
+    bosch.write_mask(tmp_path / "moe.json", np.ones(LAYOUT.shape, dtype=bool), LAYOUT, format="hf", window=16,
+                     arch="qwen3moe")
+    assert "max_window_layers" not in json.loads((tmp_path / "moe.json").read_text())
+    assert not (tmp_path / "x.json").exists()
+    # From the metadata, as bosch select records it; an arch= that contradicts it is refused.
+    bosch.write_mask(tmp_path / "llama.json", mask, LAYOUT, metadata={"window": 16, "architecture": "llama"})
+    f = bosch.read_mask(tmp_path / "llama.json")
+    with pytest.raises(bosch.InvalidArgument, match="Llama"):
+        bosch.write_mask(tmp_path / "x.json", f, format="hf")
+    with pytest.raises(bosch.InvalidArgument, match="qwen2 differs from the llama") as e:
+        bosch.write_mask(tmp_path / "x.json", f, format="hf", arch="qwen2")
+    assert e.value.where == "arch"
+    with pytest.raises(bosch.InvalidArgument, match="unknown architecture 'gemma2'"):
+        bosch.write_mask(tmp_path / "x.json", mask, LAYOUT, format="hf", window=16, arch="gemma2")
+    with pytest.raises(TypeError, match="arch"):
+        bosch.write_mask(tmp_path / "x.json", mask, LAYOUT, format="hf", window=16, arch=2)
+    # model= gives the model's architecture (stories260K: llama), which must agree with arch=.
+    stories = bosch.HeadLayout(5, 8, 4)
+    smask = layer_mask(stories, [0])
+    with pytest.raises(bosch.InvalidArgument, match="transformers would ignore"):
+        bosch.write_mask(tmp_path / "x.json", smask, stories, format="hf", window=16, model=stories_model)
+    with pytest.raises(bosch.InvalidArgument, match="qwen2 differs from the model's, llama"):
+        bosch.write_mask(tmp_path / "x.json", smask, stories, format="hf", window=16, model=stories_model,
+                         arch="qwen2")
+    assert not (tmp_path / "x.json").exists()
+    # layers and kvpress take any architecture, and none.
+    bosch.write_mask(tmp_path / "w.json", mask, LAYOUT, format="layers", window=16, max_seq_len=512)
+    bosch.write_mask(tmp_path / "w2.json", mask, LAYOUT, format="layers", window=16, max_seq_len=512, arch="llama")
+    bosch.write_mask(tmp_path / "pattern", mask, LAYOUT, format="kvpress", window=16)
