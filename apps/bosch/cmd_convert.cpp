@@ -172,8 +172,8 @@ int run_convert(int argc, char** argv) {
     if (dst == Form::gguf && model_path.empty())
       throw usage_error("--model is needed: --to gguf writes a copy of the model with the windows");
     if (!arch_option.empty() && !io::known_architecture(arch_option))
-      throw bosch::invalid_argument("unknown architecture '" + arch_option + "' (expected llama, qwen2, qwen3 or qwen3moe)",
-                                    "--arch");
+      throw bosch::invalid_argument(
+          "unknown architecture '" + arch_option + "' (expected llama, qwen2, qwen3 or qwen3moe)", "--arch");
     std::optional<HeadLayout> layout;
     if (!layout_text.empty()) layout = for_option("--layout", [&] { return parse_layout(layout_text); });
     // The model's layout and context length: read before anything is written.

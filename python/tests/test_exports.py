@@ -113,7 +113,8 @@ def test_gguf_export_refused_for_the_architectures_llama_cpp_ignores(stories_mod
     # stories260K is a llama model: llama.cpp's llama graph attends fully.
     layout = bosch.HeadLayout(5, 8, 4)
     mask = layer_mask(layout, [0, 4])
-    with pytest.raises(bosch.InvalidArgument, match="llama.cpp would ignore.*llama graph attends fully.*bosch generate"):
+    refusal = "llama.cpp would ignore.*llama graph attends fully.*bosch generate"
+    with pytest.raises(bosch.InvalidArgument, match=refusal):
         bosch.write_mask(tmp_path / "swa.gguf", mask, layout, format="gguf", window=16, model=stories_model)
     assert not (tmp_path / "swa.gguf").exists()
 
@@ -128,7 +129,8 @@ def test_hf_export_architecture_from_metadata_arg_or_model(bosch_cli, stories_mo
     bosch.write_mask(tmp_path / "m.json", mask, LAYOUT, metadata={"window": 16})
     for arch in ("qwen2", "qwen3"):
         bosch.write_mask(tmp_path / f"py-{arch}.json", bosch.read_mask(tmp_path / "m.json"), format="hf", arch=arch)
-        run([bosch_cli, "convert", tmp_path / "m.json", "--to", "hf", "--arch", arch, "-o", tmp_path / f"cli-{arch}.json"])
+        run([bosch_cli, "convert", tmp_path / "m.json", "--to", "hf", "--arch", arch,
+             "-o", tmp_path / f"cli-{arch}.json"])
         assert (tmp_path / f"py-{arch}.json").read_bytes() == (tmp_path / f"cli-{arch}.json").read_bytes()
         assert json.loads((tmp_path / f"py-{arch}.json").read_text())["max_window_layers"] == LAYOUT.num_layers
     # llama: transformers has no window for it.

@@ -364,8 +364,8 @@ inline std::string export_architecture(const std::string& given, const std::stri
     throw invalid_argument("unknown architecture '" + given + "' (expected llama, qwen2, qwen3 or qwen3moe)",
                            given_where);
   if (!recorded.empty() && recorded != given)
-    throw invalid_argument("architecture " + given + " differs from the " + recorded + " that the mask's metadata records (" +
-                               where + ")",
+    throw invalid_argument("architecture " + given + " differs from the " + recorded +
+                               " that the mask's metadata records (" + where + ")",
                            given_where);
   return given;
 }
