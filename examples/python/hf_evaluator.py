@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""BOSCH on a Hugging Face model: per-head sliding windows through an
-attention mask built per KV head, scored in PyTorch.
+"""BOSCH on a Hugging Face model: per-head sliding windows through
+block-sparse FlexAttention (bosch.hf, docs/pytorch.md), scored in PyTorch.
 
-    pip install torch "transformers>=4.48"
+    pip install torch "transformers>=5"
     python examples/python/hf_evaluator.py --model HuggingFaceTB/SmolLM2-135M-Instruct \\
         --ratio 0.5 --window 64 --context 512 -o mask.json
 
 The model and the per-KV-head attention are the package's `bosch.hf`: every
 attention layer of the model is routed through `bosch.hf.WindowedAttention`
-(registered with transformers' AttentionInterface), which builds, per query
-head, the keys that head may see -- all earlier keys when its KV head is full
-attention, only the last `window` (plus the first `sinks`) when it is a
-sliding-window head -- and runs scaled-dot-product attention with that mask.
+(registered with transformers' AttentionInterface): a query head sees all
+earlier keys when its KV head is full attention, only the last `window` (plus
+the first `sinks`) when it is a sliding-window head, and the kernel skips the
+key tiles a sliding-window head never reads.
 The score of a head mask (`bosch.hf.HFEvaluator`) is the mean log-probability
 of the answer tokens of passkey-retrieval prompts (a continuous score: higher
 is better), which bosch.select maximizes at the asked SWA ratio.
@@ -20,8 +20,8 @@ is better), which bosch.select maximizes at the asked SWA ratio.
 --gguf-file loads a GGUF file of the --model directory instead of the hub
 weights (transformers dequantizes it; bosch reads the same file).
 
-Not run by CI (it needs torch, transformers and a model); scripts/check-hf
-checks bosch.hf's attention against bosch's own forward.
+Not run by CI (a whole search); python/tests/test_hf_models.py checks
+bosch.hf's scores against bosch's own forward on the same samples.
 """
 
 import argparse

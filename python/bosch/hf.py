@@ -126,8 +126,9 @@ class WindowedAttention:
     def new_cache(self, capacity=0):
         """A hybrid KV cache for this attention's current mask
         (bosch.hybrid_cache.HybridCache): pass it as ``past_key_values``.
-        capacity: positions to allocate for the full heads at once (it
-        doubles when outgrown)."""
+        capacity: positions to allocate for the full heads at once, for
+        example prompt + max_new_tokens - 1 (outgrown, it grows by a
+        quarter)."""
         if self._mask is None:
             raise RuntimeError("bosch.hf.WindowedAttention: no head mask set (assign .mask before new_cache)")
         _require("transformers", "the hybrid KV cache")

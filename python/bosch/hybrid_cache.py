@@ -5,7 +5,7 @@ says each KV head needs, for ``model.generate``.
 Per layer and KV head (the layout of bosch's own decode, docs/deployment.md):
 
 - a full head keeps the keys and values of every position (a buffer that
-  doubles when the context outgrows it);
+  grows by a quarter when the context outgrows it);
 - an SWA head keeps its ``sinks`` first positions and a ring of its last
   ``window`` positions: position j >= sinks lives in slot
   sinks + (j - sinks) mod window.
@@ -106,7 +106,11 @@ class HybridLayer(CacheLayerMixin):
         end = start + q
         if len(self.full_idx):
             if end > self.full_k.shape[2]:
-                cap = max(end, 2 * self.full_k.shape[2])
+                # Grown by a quarter (at least 256 rows): amortized copies stay
+                # O(T), and the rows held past T at most T / 4 (new_cache's
+                # capacity avoids both).
+                old = self.full_k.shape[2]
+                cap = max(end, old + max(256, old // 4))
                 grow = lambda t: torch.cat([t[:, :, :start], t.new_zeros((*t.shape[:2], cap - start, t.shape[3]))], 2)
                 self.full_k, self.full_v = grow(self.full_k), grow(self.full_v)
             self.full_k[:, :, start:end] = k[:, self.full_idx]
