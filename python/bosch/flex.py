@@ -96,8 +96,9 @@ def block_mask(swa_q, window, sinks, q_len, k_len, q_start=None, block=BLOCK):
         i = q_idx + offset
         return (kv_idx <= i) & (~swa_h[h] | (i - kv_idx < window) | (kv_idx < sinks))
 
+    # compute_q_blocks=False: the transposed tables serve only the backward pass.
     return BlockMask.from_kv_blocks(num, idx, full_num, full_idx, BLOCK_SIZE=block, mask_mod=mask_mod,
-                                    seq_lengths=(q_len, k_len))
+                                    seq_lengths=(q_len, k_len), compute_q_blocks=False)
 
 
 def attention(query, key, value, swa_q, window, sinks, scale=None, compile=True, q_start=None):
