@@ -103,7 +103,7 @@ int run_baseline(int argc, char** argv) {
     if (!layer && settings.device == Device::cuda)
       throw usage_error("the head rankings read attention on the CPU backend (use --device cpu)");
     if (report) check_held_out(settings, RunOptions::namer());
-    check_outputs({{"--out", out}, {"--scores", scores_path}, {"--svg", svg}});
+    check_outputs({{"--out", out}, {"--scores", scores_path}, {"--svg", svg}}, run_inputs(cl.config_file(), settings));
     const model::Config config = read_model_config(settings.model);
     (void)checked_target_count(config.layout(), ratio, "--ratio");
     if (!layer || report) RunOptions::check_model(settings, config);

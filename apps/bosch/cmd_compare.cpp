@@ -157,6 +157,13 @@ int run_compare(int argc, char** argv) {
     smo.warm_start = wo.warm_start;
     smo.candidates = wo.resolved_candidates();
     check_output_dir(out, "--out");
+    {
+      // The files compare writes (and the directory itself) never replace an input.
+      std::vector<OutputPath> outputs{{"--out", out}};
+      for (const char* f : {"table.md", "results.json", "results.csv", "paired.csv", "turnover.csv", "jaccard.csv"})
+        outputs.push_back({"--out", std::filesystem::path(out) / f});
+      check_not_inputs(outputs, run_inputs(cl.config_file(), settings));
+    }
     const model::Config config = read_model_config(settings.model);
     RunOptions::check_model(settings, config);
     // The other held-out contexts: checked like --context.

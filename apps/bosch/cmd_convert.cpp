@@ -162,6 +162,7 @@ int run_convert(int argc, char** argv) {
       throw bosch::invalid_argument("must be >= 1, got " + std::to_string(max_seq_len), "--max-seq-len");
     // "out/" names the directory "out".
     if (out.size() > 1 && out.back() == '/') out.pop_back();
+    check_not_inputs({{"OUT", out}}, {{"IN", in}, {"--model", model_path}, {"--config", cl.config_file()}});
     const Form src = in == "-" && from.empty() ? Form::json : form_of(in, from, "--from", true);
     const Form dst = out == "-" && to.empty() ? Form::grid : form_of(out, to, "--to", false);
     if (in == "-" && (src == Form::kvpress || src == Form::gguf))

@@ -133,7 +133,9 @@ int run_select(int argc, char** argv) {
     if (order == eval::RatioOrder::descending) std::reverse(ratios.begin(), ratios.end());
     const std::vector<eval::Method> candidates = wo.resolved_candidates();
 
-    std::vector<RatioFiles> runs = ratio_files(ratios, multi, out, checkpoint, log, svg);
+    std::vector<InputPath> inputs = run_inputs(cl.config_file(), settings);
+    for (const auto& f : wo.init_files) inputs.push_back({"--init", f});
+    std::vector<RatioFiles> runs = ratio_files(ratios, multi, out, checkpoint, log, svg, inputs);
     const model::Config config = read_model_config(settings.model);
     for (double rho : ratios) (void)checked_target_count(config.layout(), rho, multi ? "--ratios" : "--ratio");
     RunOptions::check_model(settings, config);

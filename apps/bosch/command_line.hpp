@@ -107,6 +107,8 @@ class CommandLine {
   std::string help() const;
 
   const std::string& name() const noexcept { return name_; }
+  /// The --config FILE given (empty: none), an input of the command.
+  const std::string& config_file() const noexcept { return config_file_; }
 
  private:
   std::string name_, usage_, description_;

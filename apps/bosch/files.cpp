@@ -5,6 +5,7 @@
 
 #include <bosch/error.hpp>
 #include <bosch/io/atomic_file.hpp>
+#include <bosch/run/settings.hpp>
 
 #include "errors.hpp"
 
@@ -19,7 +20,7 @@ void check_output_path(const std::filesystem::path& path, const std::string& opt
   io::check_output_file(path, option);
 }
 
-void check_outputs(const std::vector<OutputPath>& outputs) {
+void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs) {
   std::vector<std::pair<std::filesystem::path, const OutputPath*>> seen;
   for (const auto& o : outputs) {
     if (o.path.empty()) continue;
@@ -36,6 +37,21 @@ void check_outputs(const std::vector<OutputPath>& outputs) {
                           "': give each output its own path");
     seen.emplace_back(key, &o);
   }
+  check_not_inputs(outputs, inputs);
+}
+
+void check_not_inputs(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs) {
+  for (const auto& o : outputs)
+    for (const auto& i : inputs)
+      if (io::same_file(o.path, i.path))
+        throw usage_error(o.option + " names the same file as " + i.option + " '" + i.path.string() +
+                          "': an output never replaces an input; give it another path");
+}
+
+std::vector<InputPath> run_inputs(const std::string& config_file, const RunSettings& settings) {
+  std::vector<InputPath> in{{"--config", config_file}, {"--model", settings.model}};
+  for (const auto& t : settings.text_files) in.push_back({"--text-files", t});
+  return in;
 }
 
 void check_output_dir(const std::filesystem::path& dir, const std::string& option) {

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+namespace bosch {
+struct RunSettings;
+}
+
 namespace bosch::cli {
 
 /// Throws bosch::file_error naming `option` and the path unless `path` can
@@ -26,11 +30,27 @@ struct OutputPath {
   std::filesystem::path path;
 };
 
+/// One input of a command: the option that names it ("--model", "--config",
+/// "IN") and its path (empty or "-": none, or stdin).
+using InputPath = OutputPath;
+
 /// check_output_path for each output, then refuses two outputs that name the
 /// same file (after following symbolic links; "-" counts as one file, stdout):
-/// bosch::usage_error "--out and --log name the same file 's.json'". Call it
-/// with every output of the command before loading the model.
-void check_outputs(const std::vector<OutputPath>& outputs);
+/// bosch::usage_error "--out and --log name the same file 's.json'", and an
+/// output that names an input (io::same_file: after links and "./", or a hard
+/// link): bosch::usage_error "--out names the same file as --model
+/// 'model.gguf'", so that no command ever replaces what it reads. Call it with
+/// every output and every input of the command before any work.
+void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs);
+
+/// Only the last check of check_outputs: the usage_error of an output that
+/// names an input (for outputs that are not checked as files, e.g. those in
+/// an output directory that does not exist yet).
+void check_not_inputs(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs);
+
+/// The inputs of a command that runs a model: --config `config_file` (when
+/// given), the model and the text files of `settings`.
+std::vector<InputPath> run_inputs(const std::string& config_file, const RunSettings& settings);
 
 /// Throws bosch::file_error naming `option` unless `dir` is an existing
 /// directory or can be created (each existing ancestor is a directory); the

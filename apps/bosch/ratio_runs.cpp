@@ -29,7 +29,8 @@ std::string with_ratio(const std::string& path, double rho) {
 }
 
 std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool several, const std::string& out,
-                                    const std::string& checkpoint, const std::string& log, const std::string& svg) {
+                                    const std::string& checkpoint, const std::string& log, const std::string& svg,
+                                    const std::vector<OutputPath>& inputs) {
   std::vector<RatioFiles> runs;
   std::vector<OutputPath> outputs;
   for (double rho : ratios) {
@@ -49,7 +50,7 @@ std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool seve
     outputs.push_back({"--svg", f.svg});
     runs.push_back(std::move(f));
   }
-  check_outputs(outputs);
+  check_outputs(outputs, inputs);
   return runs;
 }
 

@@ -6,6 +6,8 @@
 /// checkpoint per ratio (named with -RATIO before the extension), and the
 /// summary printed after the last ratio.
 
+#include "files.hpp"
+
 #include <bosch/io/file_lock.hpp>
 #include <bosch/options.hpp>
 
@@ -37,10 +39,11 @@ struct RatioFiles {
 /// The files of each ratio (in the order given): with `several`, every path
 /// gets the ratio (with_ratio); else they are used as they are. An empty
 /// `checkpoint` means OUT.checkpoint ("bosch-select.checkpoint" for stdout).
-/// Every output is checked (check_outputs: writable, no two on one file); no
-/// lock is taken.
+/// Every output is checked (check_outputs: writable, no two on one file, none
+/// on one of `inputs`); no lock is taken.
 std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool several, const std::string& out,
-                                    const std::string& checkpoint, const std::string& log, const std::string& svg);
+                                    const std::string& checkpoint, const std::string& log, const std::string& svg,
+                                    const std::vector<OutputPath>& inputs);
 
 /// After a finished run: removes the checkpoint's identity file and lock, and
 /// the checkpoint itself unless the user named it (--checkpoint), so that

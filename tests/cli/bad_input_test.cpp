@@ -277,3 +277,46 @@ TEST_CASE("12: an export refuses a window or sink count in the mask's metadata t
   CHECK(r.status == 0);
   CHECK(nlohmann::json::parse(slurp(dir / "pattern/config.json"))["sink_size"] == 4);
 }
+
+TEST_CASE("13: an output never names an input: refused before any work, naming both options, input untouched") {
+  TempDir dir;
+  // Inputs with content that no command could read as what it expects: a
+  // check after reading would fail otherwise (exit 1, another message).
+  const std::string m = dir / "model.gguf";
+  const std::string init = dir / "init.json";
+  const std::string cfg = dir / "run.cfg";
+  const std::string txt = dir / "t.txt";
+  for (const auto& p : {m, init}) std::ofstream(p) << "precious\n";
+  std::ofstream(cfg) << "window = 32\n";
+  std::ofstream(txt) << "The text is read. It has sentences.\n";
+  auto check_untouched = [&] {
+    for (const auto& p : {m, init}) CHECK(slurp(p) == "precious\n");
+    CHECK(slurp(cfg) == "window = 32\n");
+    CHECK(slurp(txt) == "The text is read. It has sentences.\n");
+  };
+  auto sel = [&](std::vector<std::string> extra) {
+    return run(std::vector<std::string>{"select", "--model", m} + extra, dir);
+  };
+  // Before: the model was replaced by the mask, the warm start by the log.
+  check_error(sel({"-o", m}), 2, "select", {"--out names the same file as --model", "model.gguf"});
+  check_error(sel({"-o", dir / "./model.gguf"}), 2, "select", {"--out", "--model"});
+  fs::create_symlink("model.gguf", dir / "alias.gguf");
+  check_error(sel({"-o", dir / "alias.gguf"}), 2, "select", {"--out", "--model"});
+  fs::create_hard_link(m, dir / "hard.gguf");
+  check_error(sel({"--svg", dir / "hard.gguf"}), 2, "select", {"--svg", "--model"});
+  check_error(sel({"--init", init, "--log", init}), 2, "select", {"--log names the same file as --init", "init.json"});
+  check_error(sel({"--config", cfg, "--checkpoint", cfg}), 2, "select", {"--checkpoint", "--config", "run.cfg"});
+  check_error(sel({"--text-files", txt, "--svg", txt}), 2, "select", {"--svg", "--text-files", "t.txt"});
+  // The default checkpoint (OUT.checkpoint) is an output too.
+  check_error(run({"select", "--model", dir / "x.json.checkpoint", "-o", dir / "x.json"}, dir), 2, "select",
+              {"--out's checkpoint", "--model"});
+  check_error(run({"baseline", "--model", m, "--method", "PROXY", "--scores", m}, dir), 2, "baseline",
+              {"--scores", "--model"});
+  check_error(run({"convert", init, init}, dir), 2, "convert", {"OUT names the same file as IN", "init.json"});
+  check_error(run({"convert", init, "--to", "gguf", "--model", m, "-o", m}, dir), 2, "convert", {"OUT", "--model"});
+  std::ofstream(dir / "results.json") << "window = 32\n";
+  check_error(run({"compare", m, "--config", dir / "results.json", "-o", dir.path().string()}, dir), 2, "compare",
+              {"--out", "--config", "results.json"});
+  check_untouched();
+  CHECK_FALSE(fs::exists(dir / "x.json.checkpoint"));
+}

@@ -48,6 +48,32 @@ inline std::filesystem::path write_target(const std::filesystem::path& path) {
   }
 }
 
+/// True when `a` and `b` name the same file: after symbolic links, "./" and
+/// "..", or as two hard links to one file (std::filesystem::equivalent). "-"
+/// (stdin/stdout), an empty path and a character device (/dev/null: reading
+/// and writing it destroy nothing) are never the same file as anything. The
+/// check that an output never overwrites an input.
+inline bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  if (a.empty() || b.empty() || a == "-" || b == "-") return false;
+  auto key = [](const std::filesystem::path& p) {
+    std::error_code ec;
+    std::filesystem::path t = p;
+    try {
+      t = write_target(p);
+    } catch (const file_error&) {
+    }
+    std::filesystem::path k = std::filesystem::weakly_canonical(std::filesystem::absolute(t), ec);
+    if (ec) k = std::filesystem::absolute(t).lexically_normal();
+    return k;
+  };
+  std::error_code ec;
+  if (std::filesystem::is_character_file(a, ec) || std::filesystem::is_character_file(b, ec)) return false;
+  if (key(a) == key(b)) return true;
+  ec.clear();
+  const bool eq = std::filesystem::equivalent(a, b, ec);
+  return !ec && eq;
+}
+
 /// Throws bosch::file_error (where = path) unless `path` can be read as a
 /// file: it exists and is not a directory.
 inline void check_input_file(const std::filesystem::path& path) {
