@@ -325,9 +325,26 @@ nb::object pop(nb::dict& kw, const char* key) {
   return v;
 }
 
+/// The files a select() call reads (keyword, path): its outputs must name none.
+using Inputs = std::vector<std::pair<std::string, std::string>>;
+
+/// The inputs of a select() on `evaluate`: a bosch.TransformerEvaluator's
+/// model and text files; none for a Python evaluator.
+Inputs inputs_of(nb::handle evaluate) {
+  Inputs in;
+  if (!nb::isinstance<PyTransformerEvaluator>(evaluate)) return in;
+  const RunSettings& s = nb::cast<PyTransformerEvaluator&>(evaluate).run().settings();
+  in.emplace_back("the evaluator's model_path", s.model);
+  for (const auto& t : s.text_files) in.emplace_back("the evaluator's text_files", t);
+  return in;
+}
+
 /// The options, callbacks and checkpoint settings of a select() call; takes
-/// them out of `kw`, which must then be empty.
-SearchSetup parse_setup(nb::handle ratio, nb::dict& kw) {
+/// them out of `kw`, which must then be empty. The checkpoint and log must
+/// name neither each other nor one of `inputs` (io::same_file: after links
+/// and "./"), checked before an earlier checkpoint is discarded:
+/// bosch.InvalidArgument naming both.
+SearchSetup parse_setup(nb::handle ratio, nb::dict& kw, const Inputs& inputs = {}) {
   SearchSetup setup;
   if (nb::object o = pop(kw, "options"); o.is_valid() && !o.is_none()) {
     if (!nb::isinstance<Options>(o)) throw nb::type_error("options: expected a bosch.Options");
@@ -357,6 +374,16 @@ SearchSetup parse_setup(nb::handle ratio, nb::dict& kw) {
   if (nb::object f = pop(kw, "fresh"); f.is_valid()) fresh = nb::cast<bool>(nb::bool_(f));
   if (setup.resume && !setup.checkpoint)
     throw invalid_argument("resume=True needs checkpoint=PATH (the file of the interrupted run)", "resume");
+  // An output never replaces an input, nor another output.
+  if (setup.log && setup.checkpoint && io::same_file(*setup.log, *setup.checkpoint))
+    throw invalid_argument("log and checkpoint name the same file '" + *setup.log + "': give each its own path",
+                           "log");
+  for (const auto& [name, out] : {std::pair{"checkpoint", setup.checkpoint}, std::pair{"log", setup.log}})
+    for (const auto& [what, in] : inputs)
+      if (out && io::same_file(*out, in))
+        throw invalid_argument("names the same file as " + what + " '" + in +
+                                   "': an output never replaces an input; give it another path",
+                               name);
   if (setup.resume && fresh) throw invalid_argument("resume=True and fresh=True exclude each other", "fresh");
   if (setup.checkpoint) {
     // The same rules as `bosch select`: the path must be writable, and an
@@ -387,7 +414,7 @@ nb::object select_entry(nb::handle evaluate, nb::handle layout_arg, nb::handle r
   nb::dict kw;
   for (auto [k, v] : kwargs) kw[k] = v;
   nb::object batch_arg = pop(kw, "evaluate_batch");
-  SearchSetup setup = parse_setup(ratio, kw);
+  SearchSetup setup = parse_setup(ratio, kw, inputs_of(evaluate));
 
   if (nb::isinstance<PyTransformerEvaluator>(evaluate)) {
     auto& te = nb::cast<PyTransformerEvaluator&>(evaluate);

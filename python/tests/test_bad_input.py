@@ -88,3 +88,27 @@ def test_ratios_that_leave_nothing_to_choose_are_refused():
         bosch.select(planted, LAYOUT, 1e-9)
     with pytest.raises(bosch.InvalidArgument, match="gives 24 of 24"):
         bosch.select(planted, LAYOUT, 0.99)
+
+
+def test_select_outputs_never_name_an_input_or_each_other(tmp_path, stories_model, emma_text):
+    # Before: select(..., checkpoint=the model) replaced the model with a checkpoint.
+    log = tmp_path / "run.jsonl"
+    with pytest.raises(bosch.InvalidArgument, match="log and checkpoint name the same file"):
+        bosch.select(planted, LAYOUT, 0.5, checkpoint=log, log=tmp_path / "." / "run.jsonl")
+    assert not log.exists()
+    model = tmp_path / "model.gguf"
+    model.write_bytes(open(stories_model, "rb").read())
+    before = model.read_bytes()
+    text = tmp_path / "emma.txt"
+    text.write_bytes(open(emma_text, "rb").read())
+    evaluator = bosch.TransformerEvaluator(str(model), text_files=[str(text)], tasks="copy", context=300,
+                                           samples=2, window=32, allow_long_context=True, threads=1)
+    (tmp_path / "alias.gguf").symlink_to("model.gguf")
+    for kw in (dict(checkpoint=model), dict(log=tmp_path / "alias.gguf"), dict(checkpoint=model, fresh=True)):
+        with pytest.raises(bosch.InvalidArgument, match="same file as the evaluator's model_path") as e:
+            bosch.select(evaluator, ratio=0.5, max_evaluations=2, **kw)
+        assert str(model) in str(e.value)
+    with pytest.raises(bosch.InvalidArgument, match="the evaluator's text_files"):
+        bosch.select(evaluator, ratio=0.5, max_evaluations=2, log=text)
+    assert model.read_bytes() == before
+    assert text.read_bytes() == open(emma_text, "rb").read()
