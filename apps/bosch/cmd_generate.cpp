@@ -5,6 +5,7 @@
 
 #include "attention_options.hpp"
 #include "commands.hpp"
+#include "files.hpp"
 #include "model_options.hpp"
 #include "run_options.hpp"
 
@@ -163,7 +164,7 @@ int run_generate(int argc, char** argv) {
                                     [&](int id) { std::cout << model.tokenizer.piece(id) << std::flush; });
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::cout << "\n" << std::flush;
-      if (!std::cout) throw file_error("write failed", "<stdout>");
+      check_stdout();
       const std::size_t generated = ids.size() - prompt_length;
       oo.info() << "generated " << generated << " tokens in " << seconds << " s ("
                 << static_cast<double>(generated) / std::max(seconds, 1e-9) << " tokens/s)\n";

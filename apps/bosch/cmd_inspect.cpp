@@ -170,7 +170,9 @@ int run_inspect(int argc, char** argv) {
 
     char buf[256];
     auto row = [](const char* key, const std::string& value) {
-      std::printf("%-16s %s\n", key, value.c_str());
+      char k[32];
+      std::snprintf(k, sizeof k, "%-16s ", key);
+      std::cout << k << value << "\n";
     };
     row("model:", cfg.name.empty() ? "(unnamed)" : cfg.name);
     row("path:", path.string() + " (" + format + ", " + human_bytes(bytes) + ")");

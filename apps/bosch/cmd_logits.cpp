@@ -7,10 +7,12 @@
 
 #include "attention_options.hpp"
 #include "commands.hpp"
+#include "files.hpp"
 #include "model_options.hpp"
 #include "run_options.hpp"
 
 #include <charconv>
+#include <iostream>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -75,9 +77,9 @@ int run_logits(int argc, char** argv) {
           line.append(buf, r.ptr);
         }
         line += '\n';
-        std::fwrite(line.data(), 1, line.size(), stdout);
+        std::cout << line;
       }
-      if (std::fflush(stdout) != 0) throw file_error("cannot write the output", "<stdout>");
+      check_stdout();
       return exit_success;
     });
   });

@@ -2,6 +2,7 @@
 // Exit codes and error reporting (see errors.hpp).
 
 #include "errors.hpp"
+#include "files.hpp"
 
 #include <boost/program_options/errors.hpp>
 
@@ -16,7 +17,15 @@ int run_command(const char* name, const std::function<int()>& body) {
     std::cerr.flush();
   };
   try {
-    return body();
+    const int code = body();
+    try {
+      check_stdout();
+    } catch (const bosch::error& e) {
+      // The command's output is lost: never exit 0 (an interrupted run keeps its code).
+      line(e.what());
+      return code == exit_success ? exit_failure : code;
+    }
+    return code;
   } catch (const boost::program_options::error& e) {
     line(std::string(e.what()) + " (see 'bosch " + name + " --help')");
     return exit_usage;

@@ -11,7 +11,11 @@
 
 #include <iostream>
 #include <iterator>
+#include <cerrno>
+#include <streambuf>
 #include <system_error>
+
+#include <unistd.h>
 
 namespace bosch::cli {
 
@@ -81,8 +85,65 @@ void write_output(const std::filesystem::path& path, const std::string& text) {
     return;
   }
   std::cout << text;
+  check_stdout();
+}
+
+namespace {
+
+/// std::cout's buffer after install_stdout: every write goes to fd 1 at once;
+/// the first failure's errno is kept.
+class StdoutBuffer : public std::streambuf {
+ public:
+  int error() const noexcept { return error_; }
+  bool failed() const noexcept { return failed_; }
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    return put(s, static_cast<std::size_t>(n)) ? n : 0;
+  }
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    const char ch = traits_type::to_char_type(c);
+    return put(&ch, 1) ? c : traits_type::eof();
+  }
+
+ private:
+  bool put(const char* s, std::size_t n) {
+    if (failed_) return false;
+    while (n > 0) {
+      const ssize_t w = ::write(1, s, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        failed_ = true;
+        error_ = w < 0 ? errno : EIO;
+        return false;
+      }
+      s += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    return true;
+  }
+  bool failed_ = false;
+  int error_ = 0;
+};
+
+StdoutBuffer& stdout_buffer() {
+  static StdoutBuffer b;
+  return b;
+}
+
+}  // namespace
+
+void install_stdout() {
   std::cout.flush();
-  if (!std::cout) throw file_error("write failed", "<stdout>");
+  std::cout.rdbuf(&stdout_buffer());
+}
+
+void check_stdout() {
+  std::cout.flush();
+  const StdoutBuffer& b = stdout_buffer();
+  if (std::cout.rdbuf() == &b && b.failed()) throw file_error(io::write_failure(b.error()), "<stdout>");
+  if (!std::cout) throw file_error(io::write_failure(0), "<stdout>");
 }
 
 std::string input_name(const std::filesystem::path& path) {

@@ -5,8 +5,12 @@
 /// Input and output files of the commands: "-" for stdin/stdout, and the
 /// check that an output can be written before any work starts.
 
+#include <bosch/io/atomic_file.hpp>
+
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bosch {
@@ -64,6 +68,20 @@ std::string read_input(const std::filesystem::path& path);
 /// Writes `text` to `path` atomically (io::write_file_atomic), or to stdout
 /// for "-".
 void write_output(const std::filesystem::path& path, const std::string& text);
+
+/// Routes std::cout straight to file descriptor 1 (unbuffered, as with
+/// stdio-synchronised streams), remembering the errno of the first failed
+/// write. main() calls it first (before MPI ranks other than 0 silence
+/// std::cout); idempotent. Every
+/// command writes its standard output through std::cout (never stdio), so
+/// that check_stdout sees every failed write.
+void install_stdout();
+
+/// Flushes std::cout and throws bosch::file_error "<stdout>: write failed: No
+/// space left on device" (io::write_failure with the errno of the first
+/// failed write) when any write to it failed. run_command calls it after
+/// every command, so that no command exits 0 with its output lost.
+void check_stdout();
 
 /// "<stdin>" for "-", else the path.
 std::string input_name(const std::filesystem::path& path);

@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "errors.hpp"
+#include "files.hpp"
 #include "mpi_session.hpp"
 
 #include <bosch/version.hpp>
@@ -50,6 +51,7 @@ void usage(std::ostream& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bosch::cli::install_stdout();  // every write to stdout checked (files.hpp)
   bosch::cli::MpiSession mpi(argc, argv);  // MPI when launched by mpirun/srun (mpi_session.hpp)
   if (argc < 2) {
     usage(std::cerr);

@@ -320,3 +320,32 @@ TEST_CASE("13: an output never names an input: refused before any work, naming b
   check_untouched();
   CHECK_FALSE(fs::exists(dir / "x.json.checkpoint"));
 }
+
+TEST_CASE("14: every write is checked, standard output included: a full disk is named, never exit 0") {
+  TempDir dir;
+  const std::string model = bosch::test::cli::model();
+  const std::string good = good_mask(dir);
+  auto full = [&](const std::string& cmd, const std::vector<std::string>& args) {
+    INFO(cmd);
+    check_error(run_stdout_to("/dev/full", args, dir), 1, cmd, {"<stdout>", "No space left on device"});
+  };
+  // Before: exit 0, nothing written, nothing said.
+  full("logits", {"logits", model, "1", "2", "-q"});
+  full("inspect", {"inspect", model});
+  full("inspect", {"inspect", model, "--json"});
+  bosch::HeadMask m(bosch::HeadLayout{5, 8, 4});  // stories260K
+  m.set(0, 1, true);
+  bosch::io::write_mask_json(dir / "m.json", m);
+  full("evaluate", {"evaluate", model, "--mask", dir / "m.json", "--json", "--tasks", "copy", "--text-files",
+                    bosch::test::cli::text(), "--context", "300", "--allow-long-context", "--held-out-samples", "1",
+                    "--window", "32", "--threads", "1", "-q"});
+  // These said "write failed" without the reason.
+  full("convert", {"convert", good, "-", "--to", "grid"});
+  full("generate", {"generate", model, "--prompt", "a", "--tokens", "2", "-q"});
+  check_error(run({"convert", good, "/dev/full", "--to", "grid"}, dir), 1, "convert",
+              {"/dev/full", "No space left on device"});
+  // A working standard output still works.
+  const Run r = run({"inspect", model}, dir);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("fingerprint:") != std::string::npos);
+}

@@ -141,6 +141,15 @@ inline Run run(const std::vector<std::string>& args, const TempDir& dir, const s
   return p.wait();
 }
 
+/// Runs bosch to completion with its standard output going to `target`
+/// (e.g. /dev/full: every write fails with ENOSPC); Run::out stays empty.
+inline Run run_stdout_to(const std::string& target, const std::vector<std::string>& args, const TempDir& dir) {
+  std::vector<std::string> sh{"-c", "exec \"$0\" \"$@\" >" + target, shipped};
+  sh.insert(sh.end(), args.begin(), args.end());
+  Process p(sh, dir.path(), {}, "/bin/sh");
+  return p.wait();
+}
+
 /// Runs the test build of bosch (with the interruption hooks) to completion.
 inline Run run_with_hooks(const std::vector<std::string>& args, const TempDir& dir) {
   Process p(args, dir.path(), {}, with_test_hooks);

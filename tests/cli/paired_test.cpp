@@ -159,3 +159,17 @@ TEST_CASE("paired: reports that do not pair up, and bad options, are refused wit
   CHECK(r.status == 2);
   CHECK(r.err.find("--resamples") != std::string::npos);
 }
+
+TEST_CASE("paired: a failed write to standard output is an error naming the reason, not exit 0") {
+  TempDir dir;
+  const std::string a = write_report(dir, "a", scores(0.25, true)), b = write_report(dir, "b", scores(0.0, false));
+  for (const bool json : {false, true}) {
+    std::vector<std::string> args{"paired", a, b};
+    if (json) args.push_back("--json");
+    const Run r = run_stdout_to("/dev/full", args, dir);
+    INFO(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("bosch paired: <stdout>") == 0);
+    CHECK(r.err.find("No space left on device") != std::string::npos);
+  }
+}

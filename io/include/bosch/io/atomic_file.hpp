@@ -18,7 +18,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <cstdint>
 #include <fstream>
+#include <istream>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -31,6 +33,13 @@
 #endif
 
 namespace bosch::io {
+
+/// "write failed: <why>" for the errno `err` of a failed write ("write failed:
+/// No space left on device"), plain "write failed" when `err` is 0: the
+/// message of every failed write, so that a full disk says so.
+inline std::string write_failure(int err) {
+  return err == 0 ? std::string("write failed") : std::string("write failed: ") + std::strerror(err);
+}
 
 /// The file a write to `path` lands in: `path` itself, or, when `path` is a
 /// symbolic link (to a file that may not exist yet), the end of its chain of
@@ -186,9 +195,10 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
   if (check_output_file(path, {}, /*probe=*/false) == WriteMode::in_place) {
     std::ofstream out(target, std::ios::binary | std::ios::out);
     if (!out) throw file_error(std::string("cannot open for writing: ") + std::strerror(errno), path.string());
+    errno = 0;
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.flush();
-    if (!out) throw file_error("write failed", path.string());
+    if (!out) throw file_error(write_failure(errno), path.string());
     return;
   }
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
@@ -212,10 +222,12 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) fail(std::string("cannot create temporary file: ") + std::strerror(errno));
+    errno = 0;
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.flush();
+    const int err = errno;
     out.close();
-    if (!out) fail("write failed");
+    if (!out) fail(write_failure(err != 0 ? err : errno));
   }
   {
     std::error_code ec;
