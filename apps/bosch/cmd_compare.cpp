@@ -22,6 +22,7 @@
 #include <cctype>
 #include <chrono>
 #include <deque>
+#include <filesystem>
 #include <iostream>
 #include <set>
 
@@ -157,6 +158,10 @@ int run_compare(int argc, char** argv) {
     smo.warm_start = wo.warm_start;
     smo.candidates = wo.resolved_candidates();
     check_output_dir(out, "--out");
+    if (report_only && !std::filesystem::is_regular_file(std::filesystem::path(out) / "results.json"))
+      throw file_error("--report-only: no results.json in '" + out +
+                           "' (it reports on the results of an earlier compare run into this folder)",
+                       "--out");
     {
       // The files compare writes (and the directory itself) never replace an input.
       std::vector<OutputPath> outputs{{"--out", out}};

@@ -55,6 +55,12 @@ Side read_side(const std::string& arg, const eval::BootstrapOptions& bootstrap) 
   }
   if (!s.file.is_object() || !s.file.contains("held_out"))
     throw format_error("no \"held_out\" report; expected the output of 'bosch evaluate --json'", input_name(path));
+  // The held-out set's identity: without it two reports cannot be checked to
+  // hold the same samples.
+  if (!s.file.contains("suite") || !s.file["suite"].is_object())
+    throw format_error("no \"suite\" (the held-out set's identity), so it cannot be checked to hold the same "
+                       "samples as the other report; score the mask again with 'bosch evaluate --json'",
+                       input_name(path));
   const nlohmann::json* chosen = &s.file["held_out"];
   s.what = "mask";
   if (!reference.empty()) {
@@ -91,7 +97,7 @@ nlohmann::json suite_of(const Side& s) {
 /// (paired_difference checks it).
 void check_same_samples(const Side& a, const Side& b) {
   const nlohmann::json sa = suite_of(a), sb = suite_of(b);
-  if (sa.is_object() && sb.is_object() && sa != sb) {
+  if (sa != sb) {
     std::string diff;
     for (auto it = sa.begin(); it != sa.end(); ++it)
       if (!sb.contains(it.key()) || sb[it.key()] != it.value())

@@ -125,7 +125,13 @@ MpiSession& mpi_session() {
 
 po::options_description MpiSession::describe() {
   po::options_description d("Parallel (several processes under mpirun or srun)");
-  d.add_options()("mpi-mode", po::value(&mode_)->default_value(mode_)->value_name("MODE"),
+  d.add_options()("mpi-mode",
+                  po::value(&mode_)->default_value(mode_)->value_name("MODE")->notifier([](const std::string& v) {
+                    // Checked where it is read, with or without MPI in this build.
+                    if (v != "samples" && v != "masks" && v != "auto")
+                      throw bosch::invalid_argument("unknown mode '" + v + "' (expected samples, masks or auto)",
+                                                    "--mpi-mode");
+                  }),
                   "samples: every rank scores every mask on its share of the calibration samples; masks: the "
                   "masks of a batch are spread over groups of --mpi-group-size ranks; auto: samples, or masks "
                   "when there are more ranks than samples. The result is the same in every mode")(

@@ -349,3 +349,20 @@ TEST_CASE("14: every write is checked, standard output included: a full disk is 
   CHECK(r.status == 0);
   CHECK(r.out.find("fingerprint:") != std::string::npos);
 }
+
+TEST_CASE("15: every enumeration and number is validated where it is read") {
+  TempDir dir;
+  const std::string m = dir / "never-read.gguf";
+  // Before: accepted (only an MPI run ever parsed it).
+  check_error(run({"select", "--model", m, "--mpi-mode", "bogus"}, dir), 2, "select",
+              {"--mpi-mode", "unknown mode 'bogus'", "samples, masks or auto"});
+  check_error(run({"compare", m, "--mpi-mode", "rows", "-o", dir / "c"}, dir), 2, "compare", {"--mpi-mode", "'rows'"});
+  // Before: empty tables, exit 0, and an empty folder created.
+  check_error(run({"compare", m, "--report-only", "-o", dir / "nothing"}, dir), 1, "compare",
+              {"--report-only", "no results.json", "nothing"});
+  CHECK_FALSE(fs::exists(dir / "nothing"));
+  fs::create_directory(dir / "empty");
+  check_error(run({"compare", m, "--report-only", "-o", dir / "empty"}, dir), 1, "compare",
+              {"no results.json", "empty"});
+  CHECK(fs::is_empty(dir / "empty"));
+}

@@ -173,3 +173,22 @@ TEST_CASE("paired: a failed write to standard output is an error naming the reas
     CHECK(r.err.find("No space left on device") != std::string::npos);
   }
 }
+
+TEST_CASE("paired: a report without the held-out set's identity is refused, naming the file") {
+  TempDir dir;
+  const std::string a = write_report(dir, "a", scores(0.25, true)), b = write_report(dir, "b", scores(0.0, false));
+  nlohmann::json j = read_json(b);
+  j.erase("suite");
+  const std::string bare = dir / "bare.json";
+  std::ofstream(bare) << j.dump(2);
+  // Before: the same-set check was skipped and the difference printed.
+  for (const auto& [x, y] : {std::pair{a, bare}, std::pair{bare, a}}) {
+    const Run r = run({"paired", x, y}, dir);
+    INFO(r.err);
+    CHECK(r.status == 1);
+    CHECK(one_line(r.err));
+    CHECK(r.err.find("bare.json") != std::string::npos);
+    CHECK(r.err.find("no \"suite\"") != std::string::npos);
+    CHECK(r.out.empty());
+  }
+}

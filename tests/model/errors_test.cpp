@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numbers>
 
 using namespace bosch;
@@ -175,6 +176,28 @@ TEST_CASE("GGUF models with wrong content name file and tensor or key") {
     g.remove_key("tokenizer.ggml.model");
     g.write(path);
     expect_error(path, {p, "key 'tokenizer.ggml.model'", "missing metadata key"});
+  }
+  SUBCASE("floats that are not finite and positive: NaN, infinities, 0 and negatives, naming the key") {
+    // Before: a RoPE base of +inf was accepted (every frequency 0 but the first).
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    for (const std::string k : {"llama.rope.freq_base", "llama.attention.layer_norm_rms_epsilon"})
+      for (const float v : {inf, -inf, nan, 0.0f, -2.0f}) {
+        CAPTURE(k);
+        CAPTURE(v);
+        auto g = w::gguf_writer(m);
+        g.remove_key(k);
+        g.set_f32(k, v);
+        g.write(path);
+        expect_error(path, {p, "key '" + k + "'", "must be positive and finite"});
+      }
+    for (const float v : {inf, nan, 0.0f}) {
+      CAPTURE(v);
+      auto g = w::gguf_writer(m);
+      g.set_string("llama.rope.scaling.type", "linear");
+      g.set_f32("llama.rope.scaling.factor", v);
+      g.write(path);
+      expect_error(path, {p, "key 'llama.rope.scaling.factor'", "must be positive and finite"});
+    }
   }
   SUBCASE("not a file") {
     expect_error<file_error>(dir / "absent.gguf", {(dir / "absent.gguf").string(), "no such file"});

@@ -279,8 +279,13 @@ ComparisonResult run_comparison(std::span<const ComparisonMethod> methods, std::
   auto say = [&](const std::string& s) {
     if (progress) progress(s);
   };
-  std::filesystem::create_directories(options.output_dir);
   const auto path = options.output_dir / "results.json";
+  // A report of nothing would be empty tables: a report-only run needs the
+  // results of an earlier one.
+  if (!options.compute_missing && !std::filesystem::is_regular_file(path))
+    throw file_error("no results.json to report on (a report-only run reads the results of an earlier run)",
+                     options.output_dir.string());
+  std::filesystem::create_directories(options.output_dir);
   // A second run on the same directory would rewrite results.json from its own
   // state and drop the cells the first one finished: refuse it. Report-only
   // runs write no results.json and may read a file a running job is filling.

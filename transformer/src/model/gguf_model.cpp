@@ -269,17 +269,21 @@ Config config_from_gguf(const gguf::File& f) {
   if (c.max_position < 0)
     throw format_error("must not be negative, got " + std::to_string(c.max_position),
                        f.where_key(key("context_length")));
-  c.rms_eps = f.get_float(key("attention.layer_norm_rms_epsilon"), 1e-5);
-  if (!(c.rms_eps > 0.0)) throw format_error("must be positive", f.where_key(key("attention.layer_norm_rms_epsilon")));
-  c.rope_theta = f.get_float(key("rope.freq_base"), 10000.0);
-  if (!(c.rope_theta > 0.0)) throw format_error("must be positive", f.where_key(key("rope.freq_base")));
+  // Every float the model reads: finite and positive (NaN, infinity, 0 and
+  // negatives are refused, naming the key).
+  auto positive_float = [&](const std::string& k, double fallback) {
+    const double v = f.get_float(k, fallback);
+    if (!(v > 0.0) || !std::isfinite(v))
+      throw format_error("must be positive and finite, got " + std::to_string(v), f.where_key(k));
+    return v;
+  };
+  c.rms_eps = positive_float(key("attention.layer_norm_rms_epsilon"), 1e-5);
+  c.rope_theta = positive_float(key("rope.freq_base"), 10000.0);
 
   const std::string stype = f.get_string(key("rope.scaling.type"), "none");
   if (stype == "linear") {
     c.rope_scaling.type = "linear";
-    c.rope_scaling.factor = f.get_float(key("rope.scaling.factor"), 1.0);
-    if (!(c.rope_scaling.factor > 0.0))
-      throw format_error("must be positive", f.where_key(key("rope.scaling.factor")));
+    c.rope_scaling.factor = positive_float(key("rope.scaling.factor"), 1.0);
   } else if (stype != "none") {
     throw format_error("unsupported RoPE scaling type '" + stype + "' (supported: none, linear)",
                        f.where_key(key("rope.scaling.type")));

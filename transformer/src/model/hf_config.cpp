@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -41,7 +42,7 @@ struct Reader {
   double positive(const char* key, double fallback) const {
     if (!has(key)) return fallback;
     const double x = number(j[key], key);
-    if (!(x > 0.0)) fail("must be positive", key);
+    if (!(x > 0.0) || !std::isfinite(x)) fail("must be positive and finite", key);
     return x;
   }
   bool flag(const char* key, bool fallback) const {

@@ -16,16 +16,16 @@ std::vector<double> rope_inv_freq(const model::Config& config) {
   const int d = config.head_dim;
   if (d <= 0 || d % 2 != 0)
     throw invalid_argument("RoPE needs an even positive head_dim, got " + std::to_string(d), "head_dim");
-  if (!(config.rope_theta > 0.0))
-    throw invalid_argument("rope_theta must be positive, got " + std::to_string(config.rope_theta),
+  if (!(config.rope_theta > 0.0) || !std::isfinite(config.rope_theta))
+    throw invalid_argument("rope_theta must be positive and finite, got " + std::to_string(config.rope_theta),
                            "rope_theta");
   std::vector<double> f(static_cast<std::size_t>(d / 2));
   for (int i = 0; i < d / 2; ++i) f[i] = std::pow(config.rope_theta, -2.0 * i / d);
 
   const auto& s = config.rope_scaling;
   if (s.type == "none" || s.type.empty() || s.type == "default") return f;
-  if (!(s.factor > 0.0))
-    throw invalid_argument("rope scaling factor must be positive, got " + std::to_string(s.factor),
+  if (!(s.factor > 0.0) || !std::isfinite(s.factor))
+    throw invalid_argument("rope scaling factor must be positive and finite, got " + std::to_string(s.factor),
                            "rope_scaling.factor");
   if (s.type == "linear") {
     for (auto& x : f) x /= s.factor;
@@ -33,7 +33,7 @@ std::vector<double> rope_inv_freq(const model::Config& config) {
   }
   if (s.type == "llama3") {
     if (!(s.high_freq_factor > s.low_freq_factor) || !(s.low_freq_factor > 0.0) ||
-        s.original_max_position <= 0)
+        !std::isfinite(s.high_freq_factor) || s.original_max_position <= 0)
       throw invalid_argument("llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and "
                              "original_max_position > 0",
                              "rope_scaling");
