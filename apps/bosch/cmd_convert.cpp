@@ -228,14 +228,15 @@ int run_convert(int argc, char** argv) {
           break;
         }
         case Form::hf: {
-          auto [m, w] = io::mask_from_hf_config(read_json_doc(read_input(in), input_name(in)), *layout, input_name(in));
+          const std::string text = read_input(in, io::max_mask_bytes, "a mask file");
+          auto [m, w] = io::mask_from_hf_config(read_json_doc(text, input_name(in)), *layout, input_name(in));
           f.mask = std::move(m);
           if (w.window > 0) read_windows = w;
           break;
         }
         case Form::layers: {
-          auto [m, w] = io::mask_from_layer_windows(read_json_doc(read_input(in), input_name(in)), *layout,
-                                                    input_name(in));
+          const std::string text = read_input(in, io::max_mask_bytes, "a mask file");
+          auto [m, w] = io::mask_from_layer_windows(read_json_doc(text, input_name(in)), *layout, input_name(in));
           f.mask = std::move(m);
           read_windows = w;
           break;

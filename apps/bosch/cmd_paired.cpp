@@ -46,7 +46,7 @@ Side read_side(const std::string& arg, const eval::BootstrapOptions& bootstrap) 
       reference = arg.substr(hash + 1);
     }
   }
-  const std::string text = read_input(path);
+  const std::string text = read_input(path, io::max_report_bytes, "an evaluate report");
   try {
     s.file = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -95,12 +95,18 @@ bool path_option(const po::value_semantic* v) {
 /// The checks Boost does not make, on every option of every command, so that
 /// no command can forget one: a negative number for an unsigned option, an
 /// empty path. `source` names the config file for options read from one.
-void check_values(const po::parsed_options& parsed, const po::options_description& all, const std::string& source) {
+void check_values(const po::parsed_options& parsed, const po::options_description& all, const std::string& source,
+                  const std::map<std::string, int>& lines = {}) {
   for (const auto& o : parsed.options) {
     if (o.unregistered || o.string_key.empty()) continue;
     const po::option_description* d = all.find_nothrow(o.string_key, false);
     if (d == nullptr) continue;
-    const std::string where = (source.empty() ? "" : "--config " + source + ": ") + "--" + d->long_name();
+    std::string where = "--" + d->long_name();
+    if (!source.empty()) {
+      const auto line = lines.find(d->long_name());
+      where = "--config " + source + (line == lines.end() ? std::string() : ":" + std::to_string(line->second)) +
+              ": " + where;
+    }
     for (const auto& raw : o.value) {
       const auto first = raw.find_first_not_of(" \t");
       if (unsigned_option(d->semantic().get()) && first != std::string::npos && raw[first] == '-')
@@ -163,21 +169,65 @@ bool CommandLine::parse(int argc, char** argv, po::variables_map& vm) {
     const std::string file = vm["config"].as<std::string>();
     std::string text;
     try {
-      text = io::read_file(file);
+      text = io::read_file(file, io::max_config_bytes, "a config file");
     } catch (const bosch::error& e) {
       throw usage_error("--config: cannot read '" + file + "': " + e.message());
     }
-    std::istringstream in(text);
+    // A UTF-8 byte-order mark (some editors write one) is no part of the first name.
+    if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
     po::options_description from_file;
     from_file.add(options).add(hidden);
+    // Each line checked here, so that every message names the file and line
+    // ("--config run.cfg:3: unrecognised option 'ratoi'"); Boost's own
+    // messages name neither.
+    std::map<std::string, int> lines;  // option -> its first line
+    {
+      std::istringstream scan(text);
+      int n = 0;
+      std::string prefix;
+      for (std::string line; std::getline(scan, line);) {
+        ++n;
+        const std::string at = "--config " + file + ":" + std::to_string(n) + ": ";
+        if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+        line.erase(0, line.find_first_not_of(" \t\r"));
+        line.erase(line.find_last_not_of(" \t\r") + 1);
+        if (line.empty()) continue;
+        if (line.front() == '[' && line.back() == ']') {
+          prefix = line.substr(1, line.size() - 2) + ".";
+          continue;
+        }
+        const auto eq = line.find('=');
+        if (eq == std::string::npos) throw usage_error(at + "expected 'name = value', got '" + line + "'");
+        std::string name = line.substr(0, eq);
+        name.erase(name.find_last_not_of(" \t") + 1);
+        name = prefix + name;
+        if (from_file.find_nothrow(name, false) == nullptr)
+          throw usage_error(at + "unrecognised option '" + name + "'");
+        lines.emplace(name, n);
+      }
+    }
+    auto with_line = [&](const po::error& e) {
+      std::string where = "--config " + file;
+      if (const auto* named = dynamic_cast<const po::error_with_option_name*>(&e)) {
+        std::string name = named->get_option_name();
+        name.erase(0, name.find_first_not_of('-'));
+        if (const auto it = lines.find(name); it != lines.end()) where += ":" + std::to_string(it->second);
+      }
+      return usage_error(where + ": " + e.what());
+    };
+    std::istringstream in(text);
     po::parsed_options from_config(&from_file);
     try {
       from_config = po::parse_config_file(in, from_file, false);
     } catch (const po::error& e) {
-      throw usage_error("--config " + file + ": " + e.what());
+      throw with_line(e);
     }
-    check_values(from_config, from_file, file);
-    po::store(from_config, vm);
+    check_values(from_config, from_file, file, lines);
+    try {
+      po::store(from_config, vm);
+    } catch (const po::error& e) {
+      throw with_line(e);
+    }
   }
   po::notify(vm);
   return true;

@@ -72,11 +72,9 @@ void check_output_dir(const std::filesystem::path& dir, const std::string& optio
   }
 }
 
-std::string read_input(const std::filesystem::path& path) {
-  if (path != "-") return io::read_file(path);
-  std::string text(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>{});
-  if (std::cin.bad()) throw file_error("read failed", "<stdin>");
-  return text;
+std::string read_input(const std::filesystem::path& path, std::uintmax_t max_bytes, std::string_view what) {
+  if (path != "-") return io::read_file(path, max_bytes, what);
+  return io::read_bounded(std::cin, max_bytes, what, "<stdin>");
 }
 
 void write_output(const std::filesystem::path& path, const std::string& text) {

@@ -61,9 +61,11 @@ std::vector<InputPath> run_inputs(const std::string& config_file, const RunSetti
 /// check of an output directory before any work.
 void check_output_dir(const std::filesystem::path& dir, const std::string& option);
 
-/// The whole text of `path`, or of stdin for "-" (bosch::file_error naming
-/// the file on a read failure).
-std::string read_input(const std::filesystem::path& path);
+/// The whole text of `path`, or of stdin for "-", at most `max_bytes`
+/// (io::read_file: a regular file, checked before opening; `what` names the
+/// kind of input in the message of one over the limit, "a mask file").
+/// bosch::file_error naming the file on a failure.
+std::string read_input(const std::filesystem::path& path, std::uintmax_t max_bytes, std::string_view what);
 
 /// Writes `text` to `path` atomically (io::write_file_atomic), or to stdout
 /// for "-".

@@ -36,7 +36,7 @@ MaskFormat mask_format(const std::filesystem::path& path, const std::string& exp
 
 io::MaskFile read_mask_file(const std::filesystem::path& path, MaskFormat format,
                             const std::optional<HeadLayout>& layout, double tsv_threshold) {
-  const std::string text = read_input(path);
+  const std::string text = read_input(path, io::max_mask_bytes, "a mask file");
   try {
     return io::parse_mask(text, format, input_name(path), layout, tsv_threshold);
   } catch (const bosch::invalid_argument& e) {

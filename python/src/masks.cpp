@@ -81,7 +81,7 @@ PyMaskFile read_mask(nb::handle path_obj, nb::handle layout_obj, nb::handle form
       case Export::layers: {
         nlohmann::json j;
         try {
-          j = nlohmann::json::parse(io::read_file(path));
+          j = nlohmann::json::parse(io::read_file(path, io::max_mask_bytes, "a mask file"));
         } catch (const nlohmann::json::exception& e) {
           throw format_error(std::string("not valid JSON: ") + e.what(), path);
         }

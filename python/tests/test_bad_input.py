@@ -112,3 +112,19 @@ def test_select_outputs_never_name_an_input_or_each_other(tmp_path, stories_mode
         bosch.select(evaluator, ratio=0.5, max_evaluations=2, log=text)
     assert model.read_bytes() == before
     assert text.read_bytes() == open(emma_text, "rb").read()
+
+
+def test_reads_never_block_and_a_full_disk_is_named(tmp_path, mask):
+    fifo = tmp_path / "mask.json"
+    os.mkfifo(fifo)
+    # Before: read_mask blocked forever opening the FIFO.
+    with pytest.raises(bosch.FileError, match="FIFO"):
+        bosch.read_mask(fifo)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate((64 << 20) + 1)
+    with pytest.raises(bosch.FileError, match="64 MiB limit of a mask file"):
+        bosch.read_mask(big)
+    # Before: "write failed", without the reason.
+    with pytest.raises(bosch.FileError, match="No space left on device"):
+        bosch.write_mask("/dev/full", mask, LAYOUT, format="grid")

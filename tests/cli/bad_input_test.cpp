@@ -366,3 +366,50 @@ TEST_CASE("15: every enumeration and number is validated where it is read") {
               {"no results.json", "empty"});
   CHECK(fs::is_empty(dir / "empty"));
 }
+
+TEST_CASE("16: every read is bounded and never blocks; config errors name the file and line") {
+  TempDir dir;
+  const std::string m = dir / "never-read.gguf";
+  auto timed = [&](const std::vector<std::string>& args) {
+    Process p(args, dir.path());
+    return p.wait(30);  // before: blocked forever on opening the FIFO
+  };
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  check_error(timed({"select", "--model", m, "--config", dir / "fifo"}), 2, "select", {"--config", "fifo", "FIFO"});
+  check_error(timed({"select", "--model", m, "--text-files", dir / "fifo"}), 1, "select",
+              {"--text-files", "fifo", "FIFO"});
+  check_error(timed({"convert", dir / "fifo", dir / "x.grid", "--from", "json"}), 1, "convert", {"fifo", "FIFO"});
+  check_error(timed({"paired", dir / "fifo", dir / "fifo"}), 1, "paired", {"fifo", "FIFO"});
+  check_error(timed({"inspect", dir / "fifo"}), 1, "inspect", {"fifo", "not a regular file"});
+  // Before: /dev/zero was read (2.2 GB) and the run went on with the config ignored.
+  check_error(timed({"select", "--model", m, "--config", "/dev/zero"}), 2, "select",
+              {"--config", "/dev/zero", "is a device"});
+  // Size caps, named in the message, checked before reading (sparse files).
+  auto sparse = [&](const std::string& name, std::uintmax_t bytes) {
+    std::ofstream(dir / name) << "x";
+    fs::resize_file(dir / name, bytes);
+    return dir / name;
+  };
+  check_error(run({"select", "--model", m, "--config", sparse("big.cfg", (1u << 20) + 1)}, dir), 2, "select",
+              {"--config", "big.cfg", "larger than the 1 MiB limit of a config file"});
+  check_error(run({"convert", sparse("big.json", (64u << 20) + 1), dir / "x.grid"}, dir), 1, "convert",
+              {"big.json", "larger than the 64 MiB limit of a mask file"});
+  check_error(run({"select", "--model", m, "--text-files", sparse("big.txt", (256u << 20) + 1)}, dir), 1, "select",
+              {"big.txt", "larger than the 256 MiB limit of a text file"});
+  check_error(run({"paired", sparse("big-report.json", (256u << 20) + 1), dir / "b.json"}, dir), 1, "paired",
+              {"big-report.json", "larger than the 256 MiB limit of an evaluate report"});
+  // A UTF-8 byte-order mark is accepted (before: "unrecognised option 'ratio'");
+  // each error names the file and the line.
+  auto cfg = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+    return dir / name;
+  };
+  check_error(run({"select", "--model", m, "--config", cfg("bom.cfg", "\xEF\xBB\xBFratio = 0.5\nbogus = 3\n")}, dir),
+              2, "select", {"bom.cfg:2: unrecognised option 'bogus'"});
+  const std::string neg = cfg("neg.cfg", "\xEF\xBB\xBF# every\n\ncheckpoint-every = -1\n");
+  check_error(run({"select", "--model", m, "--config", neg}, dir), 2, "select", {"neg.cfg:3: --checkpoint-every", "expected a non-negative integer"});
+  check_error(run({"select", "--model", m, "--config", cfg("type.cfg", "ratio = 0.5\nwindow = abc\n")}, dir), 2,
+              "select", {"type.cfg:2:", "window", "abc"});
+  check_error(run({"select", "--model", m, "--config", cfg("noeq.cfg", "ratio = 0.5\n\nwindow 32\n")}, dir), 2,
+              "select", {"noeq.cfg:3: expected 'name = value', got 'window 32'"});
+}

@@ -32,8 +32,11 @@ struct Fd {
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
   const std::string where = path.string();
+  // Checked before opening: opening a FIFO blocks until a writer comes.
+  if (struct stat pre {}; ::stat(path.c_str(), &pre) == 0 && !S_ISREG(pre.st_mode))
+    throw file_error(S_ISDIR(pre.st_mode) ? "is a directory, not a file" : "not a regular file", where);
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f.fd < 0) throw file_error("cannot open: " + errno_text(errno), where);
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) throw file_error("cannot stat: " + errno_text(errno), where);

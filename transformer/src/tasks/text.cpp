@@ -144,7 +144,7 @@ void check_text(std::string_view text, const std::string& where) {
 Corpus load_corpus(const std::vector<std::filesystem::path>& files) {
   Corpus c;
   for (const auto& f : files) {
-    const std::string text = io::read_file(f);
+    const std::string text = io::read_file(f, io::max_text_bytes, "a text file");
     check_text(text, f.string());
     auto s = split_sentences(text);
     if (s.empty()) throw format_error("no sentences in text file", f.string());

@@ -15,10 +15,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <cstdint>
 #include <fstream>
 #include <istream>
 #include <sstream>
@@ -84,28 +84,81 @@ inline bool same_file(const std::filesystem::path& a, const std::filesystem::pat
 }
 
 /// Throws bosch::file_error (where = path) unless `path` can be read as a
-/// file: it exists and is not a directory.
+/// file: it exists and is a regular file (after links). Checked before the
+/// file is opened: opening a FIFO would block until a writer comes, and a
+/// device such as /dev/zero never ends.
 inline void check_input_file(const std::filesystem::path& path) {
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
-  if (st.type() == std::filesystem::file_type::not_found)
-    throw file_error("no such file", path.string());
-  if (st.type() == std::filesystem::file_type::directory)
-    throw file_error("is a directory, not a file", path.string());
+  using ft = std::filesystem::file_type;
+  switch (st.type()) {
+    case ft::regular: return;
+    case ft::not_found: throw file_error("no such file", path.string());
+    case ft::directory: throw file_error("is a directory, not a file", path.string());
+    case ft::fifo: throw file_error("is a FIFO (named pipe), not a regular file", path.string());
+    case ft::character:
+    case ft::block: throw file_error("is a device, not a regular file", path.string());
+    case ft::socket: throw file_error("is a socket, not a regular file", path.string());
+    default:
+      throw file_error(ec ? "cannot examine: " + ec.message() : std::string("is not a regular file"),
+                       path.string());
+  }
 }
 
-/// Reads a whole file. Throws bosch::file_error (where = path) when it is
-/// missing, is a directory, or cannot be opened or read.
-inline std::string read_file(const std::filesystem::path& path) {
+/// The most bytes each kind of input is read up to; a bigger input is refused
+/// with the limit in the message, before anything is read.
+inline constexpr std::uintmax_t max_config_bytes = std::uintmax_t{1} << 20;   ///< 1 MiB: --config files
+inline constexpr std::uintmax_t max_mask_bytes = std::uintmax_t{64} << 20;    ///< 64 MiB: mask files
+inline constexpr std::uintmax_t max_report_bytes = std::uintmax_t{256} << 20; ///< 256 MiB: evaluate reports
+inline constexpr std::uintmax_t max_text_bytes = std::uintmax_t{256} << 20;   ///< 256 MiB: haystack texts
+inline constexpr std::uintmax_t max_file_bytes = std::uintmax_t{4} << 30;     ///< 4 GiB: any other file
+
+/// "1 MiB", "256 MiB", "4 GiB": a limit as messages show it.
+inline std::string limit_text(std::uintmax_t bytes) {
+  if (bytes >= (std::uintmax_t{1} << 30) && bytes % (std::uintmax_t{1} << 30) == 0)
+    return std::to_string(bytes >> 30) + " GiB";
+  if (bytes >= (std::uintmax_t{1} << 20) && bytes % (std::uintmax_t{1} << 20) == 0)
+    return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+/// The bosch::file_error of an input over its limit: "larger than the 1 MiB
+/// limit of a config file".
+inline file_error too_large(const std::string& where, std::uintmax_t max_bytes, std::string_view what) {
+  return file_error("larger than the " + limit_text(max_bytes) + " limit of " + std::string(what), where);
+}
+
+/// Reads at most `max_bytes` from `in` (a stream already open), or throws
+/// too_large naming `where` and `what`.
+inline std::string read_bounded(std::istream& in, std::uintmax_t max_bytes, std::string_view what,
+                                const std::string& where) {
+  std::string out;
+  char buf[1 << 16];
+  while (in) {
+    in.read(buf, sizeof buf);
+    const auto n = static_cast<std::size_t>(in.gcount());
+    if (out.size() + n > max_bytes) throw too_large(where, max_bytes, what);
+    out.append(buf, n);
+  }
+  if (in.bad()) throw file_error("read failed", where);
+  return out;
+}
+
+/// Reads a whole file of at most `max_bytes` (`what` names the kind in the
+/// message: "a config file"). Throws bosch::file_error (where = path) when it
+/// is missing, is not a regular file (checked before opening: a FIFO would
+/// block), is bigger than the limit, or cannot be opened or read.
+inline std::string read_file(const std::filesystem::path& path, std::uintmax_t max_bytes = max_file_bytes,
+                             std::string_view what = "a file") {
   check_input_file(path);
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > max_bytes) throw too_large(path.string(), max_bytes, what);
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw file_error(std::string("cannot open for reading: ") + std::strerror(errno),
                      path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw file_error("read failed", path.string());
-  return ss.str();
+  return read_bounded(in, max_bytes, what, path.string());  // bounded also if it grew
 }
 
 /// How write_file_atomic writes to a path.

@@ -690,7 +690,8 @@ inline void write_duo_pattern(const std::filesystem::path& dir, const HeadMask& 
 /// Reads a pattern directory (parse_duo_pattern).
 inline DuoPatternFile read_duo_pattern(const std::filesystem::path& dir, int num_query_heads = 0,
                                        double threshold = 0.5) {
-  return parse_duo_pattern(read_file(dir / duo_scores_file), read_file(dir / duo_config_file), dir.string(),
+  return parse_duo_pattern(read_file(dir / duo_scores_file, max_mask_bytes, "a mask file"),
+                           read_file(dir / duo_config_file, max_mask_bytes, "a mask file"), dir.string(),
                            num_query_heads, threshold);
 }
 

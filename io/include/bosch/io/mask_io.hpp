@@ -246,14 +246,14 @@ inline void write_mask_tsv(const std::filesystem::path& path, const HeadMask& ma
 }
 inline HeadMask read_mask_tsv(const std::filesystem::path& path, int num_query_heads = 0,
                               double threshold = 0.5) {
-  return mask_from_tsv(read_file(path), num_query_heads, threshold, path.string());
+  return mask_from_tsv(read_file(path, max_mask_bytes, "a mask file"), num_query_heads, threshold, path.string());
 }
 
 inline void write_mask_grid(const std::filesystem::path& path, const HeadMask& mask) {
   write_file_atomic(path, to_grid(mask));
 }
 inline HeadMask read_mask_grid(const std::filesystem::path& path, int num_query_heads = 0) {
-  return mask_from_grid(read_file(path), num_query_heads, path.string());
+  return mask_from_grid(read_file(path, max_mask_bytes, "a mask file"), num_query_heads, path.string());
 }
 
 /// The three forms of a mask file (see the file comment).
@@ -303,7 +303,7 @@ inline MaskFile parse_mask(const std::string& text, MaskFormat format, const std
 }
 
 inline MaskFile read_mask_json(const std::filesystem::path& path) {
-  return parse_mask(read_file(path), MaskFormat::json, path.string());
+  return parse_mask(read_file(path, max_mask_bytes, "a mask file"), MaskFormat::json, path.string());
 }
 
 /// Writes `mask` in the form chosen by the extension (".json", ".tsv", else
@@ -321,7 +321,7 @@ inline void write_mask(const std::filesystem::path& path, const HeadMask& mask,
 /// `expected` (see parse_mask; bosch::invalid_argument naming the file on a
 /// mismatch).
 inline HeadMask read_mask(const std::filesystem::path& path, const HeadLayout& expected) {
-  return parse_mask(read_file(path), mask_format_of(path), path.string(), expected).mask;
+  return parse_mask(read_file(path, max_mask_bytes, "a mask file"), mask_format_of(path), path.string(), expected).mask;
 }
 
 }  // namespace bosch::io
