@@ -11,7 +11,11 @@
 #include <bosch/model/loader.hpp>
 #include <bosch/model/model.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <span>
+#include <string_view>
 #include <tuple>
 
 using namespace bosch;
@@ -321,13 +325,44 @@ TEST_CASE("fingerprints are stable, path-independent and content-sensitive") {
   w::write_file(dir / "d.gguf", longer);
   CHECK(fingerprint({dir / "d.gguf"}) != fa);
   CHECK(fingerprint({dir / "a.gguf", dir / "b.gguf"}) != fa);
-  // Known value: FNV-1a 64 of an empty file (size field 0 only).
+  // Known values: XXH64's reference vectors, and an empty file: XXH64 of its
+  // size (0) and content digest, 8 bytes each.
+  auto bytes_of = [](std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); };
+  CHECK(xxh64(bytes_of("")) == 0xef46db3751d8e999ull);
+  CHECK(xxh64(bytes_of("abc")) == 0x44bc2cf5ad770999ull);
   w::write_file(dir / "empty", w::Bytes{});
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (int i = 0; i < 8; ++i) h = (h ^ 0u) * 0x100000001b3ull;
+  std::vector<std::byte> record(8, std::byte{0});
+  const std::uint64_t empty = 0xef46db3751d8e999ull;
+  for (int i = 0; i < 8; ++i) record.push_back(static_cast<std::byte>((empty >> (8 * i)) & 0xff));
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(xxh64(record)));
   CHECK(fingerprint({dir / "empty"}) == hex);
+}
+
+TEST_CASE("fingerprints cover every byte of a large file") {
+  // Before: a file over 1 MiB was fingerprinted by sampling about 256 KB, so a
+  // byte between the samples (a changed weight) left it unchanged.
+  w::TempDir dir("fingerprint-large");
+  w::Bytes big(std::size_t{24} << 20);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+  w::write_file(dir / "a.gguf", big);
+  const std::string fa = fingerprint({dir / "a.gguf"});
+  CHECK(fingerprint({dir / "a.gguf"}) == fa);  // cached: the same
+  for (const std::size_t at : {std::size_t{70} << 10, big.size() / 2 + 12345, big.size() - (100u << 10)}) {
+    CAPTURE(at);
+    auto changed = big;
+    changed[at] ^= std::byte{0x40};
+    w::write_file(dir / "b.gguf", changed);
+    CHECK(fingerprint({dir / "b.gguf"}) != fa);
+  }
+  // A file rewritten in place (same path and size, new content) is hashed again.
+  auto changed = big;
+  changed[big.size() / 3] ^= std::byte{1};
+  std::filesystem::last_write_time(dir / "a.gguf", std::filesystem::last_write_time(dir / "a.gguf") -
+                                                       std::chrono::seconds(10));
+  const std::string before = fingerprint({dir / "a.gguf"});
+  w::write_file(dir / "a.gguf", changed);
+  CHECK(fingerprint({dir / "a.gguf"}) != before);
 }
 
 namespace {

@@ -48,7 +48,9 @@
 #include <bosch/model/tokenizer_spec.hpp>
 #include <bosch/model/weights.hpp>
 
+#include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -109,10 +111,15 @@ Checkpoint read_checkpoint(const std::filesystem::path& path);
 /// for HF, only config.json plus the tensor names decide tie_embeddings).
 Config read_config(const std::filesystem::path& path);
 
-/// FNV-1a 64 over, for each file in order: its size (8 bytes, little-endian)
-/// and sampled content (the whole file up to 1 MiB; else the first and last
-/// 64 KiB and 32 evenly spaced 4 KiB blocks), as 16 lowercase hex digits.
-/// Stable across machines, independent of paths, cheap (< 0.5 MiB read per file).
+/// XXH64 (seed 0) over, for each file in order, its size and the XXH64 of its
+/// whole content (8 bytes each, little-endian), as 16 lowercase hex digits:
+/// every byte of every file counts (a changed weight anywhere changes it).
+/// Stable across machines, independent of paths; about memory speed, and each
+/// file's digest is computed once per process (cached by path, size and
+/// modification time).
 std::string fingerprint(const std::vector<std::filesystem::path>& files);
+
+/// XXH64 of `bytes` (the reference algorithm, https://github.com/Cyan4973/xxHash).
+std::uint64_t xxh64(std::span<const std::byte> bytes, std::uint64_t seed = 0);
 
 }  // namespace bosch::model

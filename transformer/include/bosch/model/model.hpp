@@ -21,8 +21,8 @@ struct Model {
   Weights weights;
   Tokenizer tokenizer;
   std::filesystem::path source;  ///< the file or directory it was loaded from
-  /// A fingerprint of the source files (FNV-1a 64 over size and sampled
-  /// content, hex), recorded in mask files so a mask can be matched to its model.
+  /// A fingerprint of the source files (model::fingerprint: XXH64 over their
+  /// sizes and whole content, hex), recorded in mask files so a mask can be matched to its model.
   std::string fingerprint;
 
   /// Parameter count (embedding counted once when tied).
