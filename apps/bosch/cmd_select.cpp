@@ -233,7 +233,7 @@ int run_select(int argc, char** argv) {
         continue;
       }
       if (stop_sig != 0 && result.stopped) {
-        std::cerr << "bosch select: interrupted by " << (stop_sig == SIGTERM ? "SIGTERM" : "SIGINT") << " after "
+        std::cerr << "bosch select: interrupted by " << SignalGuard::name() << " after "
                   << result.evaluations << " evaluations" << (multi ? " at ratio " + ratio_text(f.rho) : "")
                   << "; checkpoint written to " << f.checkpoint
                   << "\nbosch select: resume with: " << resume_command(argc, argv) << "\n";

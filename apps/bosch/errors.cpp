@@ -3,6 +3,7 @@
 
 #include "errors.hpp"
 #include "files.hpp"
+#include "signals.hpp"
 
 #include <boost/program_options/errors.hpp>
 
@@ -17,6 +18,7 @@ int run_command(const char* name, const std::function<int()>& body) {
     std::cerr.flush();
   };
   try {
+    install_exit_handlers();
     const int code = body();
     try {
       check_stdout();

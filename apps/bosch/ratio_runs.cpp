@@ -56,8 +56,15 @@ std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool seve
 
 void finish_files(RatioFiles& f) {
   std::error_code ec;
-  if (f.default_checkpoint) std::filesystem::remove(f.checkpoint, ec);
-  std::filesystem::remove(f.identity, ec);
+  // The run identity lives as long as its checkpoint: a --checkpoint the user
+  // named stays, and so does the identity that a --resume checks it against.
+  if (f.default_checkpoint) {
+    std::filesystem::remove(f.checkpoint, ec);
+    std::filesystem::remove(f.identity, ec);
+  }
+  // Temporary files of earlier runs killed while writing (this run holds the lock).
+  io::remove_stale_temporaries(f.checkpoint);
+  io::remove_stale_temporaries(f.identity);
   if (f.lock) f.lock->release(/*remove_file=*/true);
 }
 

@@ -45,9 +45,10 @@ std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool seve
                                     const std::string& checkpoint, const std::string& log, const std::string& svg,
                                     const std::vector<OutputPath>& inputs);
 
-/// After a finished run: removes the checkpoint's identity file and lock, and
-/// the checkpoint itself unless the user named it (--checkpoint), so that
-/// only the files asked for remain.
+/// After a finished run: removes the lock, the checkpoint's stray temporary
+/// files, and the checkpoint and its identity file unless the user named the
+/// checkpoint (--checkpoint: both stay, so that a later --resume is checked
+/// to be of the same run), so that only the files asked for remain.
 void finish_files(RatioFiles& f);
 
 /// The table printed after a multi-ratio run: per ratio (ascending) the SWA

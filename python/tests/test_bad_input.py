@@ -128,3 +128,17 @@ def test_reads_never_block_and_a_full_disk_is_named(tmp_path, mask):
     # Before: "write failed", without the reason.
     with pytest.raises(bosch.FileError, match="No space left on device"):
         bosch.write_mask("/dev/full", mask, LAYOUT, format="grid")
+
+
+def test_a_failure_before_the_first_checkpoint_leaves_no_run_identity(tmp_path, stories_model, emma_text):
+    class Boom:
+        def begin_search(self, view):
+            raise RuntimeError("boom before the first evaluation")
+
+    evaluator = bosch.TransformerEvaluator(stories_model, text_files=[emma_text], tasks="copy", context=300,
+                                           samples=2, window=32, allow_long_context=True, threads=1)
+    ck = tmp_path / "run.checkpoint"
+    with pytest.raises(RuntimeError, match="boom"):
+        bosch.select(evaluator, ratio=0.5, max_evaluations=4, checkpoint=ck, callbacks=[Boom()])
+    # Before: run.checkpoint.run.json stayed, without a checkpoint.
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

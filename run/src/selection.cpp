@@ -96,14 +96,26 @@ Selection select_heads(ModelRun& run, const SelectionRequest& request, CallbackL
   // ---- the run's identity beside the checkpoint ------------------------------------------
   // A resumed run must score masks the same way (same model, windows and
   // tasks), which the checkpoint alone (search options only) cannot tell.
+  // A run that fails before its first checkpoint leaves no identity behind
+  // (removed unless a checkpoint exists by then).
+  struct IdentityGuard {
+    std::string identity, checkpoint;
+    ~IdentityGuard() {
+      std::error_code ec;
+      if (!identity.empty() && !std::filesystem::exists(checkpoint, ec)) std::filesystem::remove(identity, ec);
+    }
+  } identity_guard;
   if (!request.checkpoint.empty() && exec.root()) {
     nlohmann::json identity = run.identity();
     identity.update(request.identity_extra);
     const std::string path = identity_path(request.checkpoint);
-    if (request.resume)
+    if (request.resume) {
       check_identity(path, identity, info);
-    else
+    } else {
       io::write_file_atomic(path, identity.dump(2) + "\n");
+      identity_guard.identity = path;
+      identity_guard.checkpoint = request.checkpoint;
+    }
   }
 
   if (info) {

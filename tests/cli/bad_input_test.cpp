@@ -195,11 +195,12 @@ TEST_CASE("6 and 11: an earlier checkpoint is never discarded silently; only the
   REQUIRE(fresh.status == 0);
   CHECK(names(dir.path()) == std::vector<std::string>{"m.json"});
 
-  // An explicit --checkpoint stays after success; its lock and identity do not.
+  // An explicit --checkpoint stays after success, with the run identity that
+  // a later --resume is checked against; its lock does not.
   const auto named = small_select(model, text) +
                      std::vector<std::string>{"-o", dir / "n.json", "--checkpoint", dir / "n.ckpt"};
   REQUIRE(run(named, dir).status == 0);
-  CHECK(names(dir.path()) == std::vector<std::string>{"m.json", "n.ckpt", "n.json"});
+  CHECK(names(dir.path()) == std::vector<std::string>{"m.json", "n.ckpt", "n.ckpt.run.json", "n.json"});
   // ... and is then an earlier run's checkpoint like any other.
   check_error(run(named, dir), 2, "select", {"n.ckpt", "--resume"});
 }

@@ -161,6 +161,28 @@ inline std::string read_file(const std::filesystem::path& path, std::uintmax_t m
   return read_bounded(in, max_bytes, what, path.string());  // bounded also if it grew
 }
 
+/// Removes the temporary files that write_file_atomic(path) leaves when a
+/// process is killed between creating and renaming one
+/// (".<name>.tmp.<pid>.<n>" beside the target). Call it only while no other
+/// process writes `path` (the holder of its lock, after a successful run).
+inline void remove_stale_temporaries(const std::filesystem::path& path) noexcept {
+  try {
+    const std::filesystem::path target = write_target(path);
+    const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+    const std::string prefix = "." + target.filename().string() + ".tmp.";
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+          name.find_first_not_of("0123456789.", prefix.size()) == std::string::npos) {
+        std::error_code rm;
+        std::filesystem::remove(it->path(), rm);
+      }
+    }
+  } catch (...) {
+  }
+}
+
 /// How write_file_atomic writes to a path.
 enum class WriteMode {
   replace,   ///< a new regular file: temporary file + rename (atomic)

@@ -17,6 +17,7 @@
 #include <bosch/error.hpp>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -30,6 +31,52 @@
 #endif
 
 namespace bosch::io {
+
+/// The files a process must not leave behind even when a signal ends it (its
+/// lock files): registered while they exist, removed by
+/// remove_registered_files(), which is async-signal-safe (unlink only), for
+/// a program's handler of a fatal signal to call before it dies.
+namespace detail {
+struct RegisteredFiles {
+  static constexpr int slots = 64;
+  static constexpr std::size_t max_path = 4096;
+  char paths[slots][max_path] = {};
+  volatile std::sig_atomic_t used[slots] = {};
+};
+inline RegisteredFiles& registered_files() {
+  static RegisteredFiles r;
+  return r;
+}
+}  // namespace detail
+
+/// Registers `path` for remove_registered_files(); returns its slot (-1 when
+/// all are taken or the path is too long: then it is not removed on a signal).
+inline int register_file(const std::filesystem::path& path) noexcept {
+  auto& r = detail::registered_files();
+  std::error_code ec;
+  const std::string s = std::filesystem::absolute(path, ec).string();
+  if (ec) return -1;
+  if (s.size() + 1 > detail::RegisteredFiles::max_path) return -1;
+  for (int i = 0; i < detail::RegisteredFiles::slots; ++i)
+    if (!r.used[i]) {
+      std::memcpy(r.paths[i], s.c_str(), s.size() + 1);
+      r.used[i] = 1;
+      return i;
+    }
+  return -1;
+}
+/// Forgets a slot of register_file (-1: nothing).
+inline void unregister_file(int slot) noexcept {
+  if (slot >= 0 && slot < detail::RegisteredFiles::slots) detail::registered_files().used[slot] = 0;
+}
+/// Unlinks every registered file; async-signal-safe.
+inline void remove_registered_files() noexcept {
+#ifdef BOSCH_HAVE_FLOCK
+  auto& r = detail::registered_files();
+  for (int i = 0; i < detail::RegisteredFiles::slots; ++i)
+    if (r.used[i]) ::unlink(r.paths[i]);
+#endif
+}
 
 /// Holds an exclusive lock on `lock_path` (created if missing) for its
 /// lifetime. Throws bosch::file_error (where = lock_path) when another process
@@ -53,6 +100,7 @@ class FileLock {
                          path_.string());
       throw file_error(std::string("cannot lock: ") + std::strerror(err), path_.string());
     }
+    slot_ = register_file(path_);  // removed even when a signal ends the process
 #else
     (void)what;
 #endif
@@ -70,6 +118,8 @@ class FileLock {
   void release(bool remove_file = false) noexcept {
 #ifdef BOSCH_HAVE_FLOCK
     if (fd_ < 0) return;
+    unregister_file(slot_);
+    slot_ = -1;
     if (remove_file) {
       std::error_code ec;
       std::filesystem::remove(path_, ec);
@@ -86,6 +136,7 @@ class FileLock {
  private:
   std::filesystem::path path_;
   int fd_ = -1;
+  int slot_ = -1;
 };
 
 }  // namespace bosch::io
