@@ -54,6 +54,12 @@ void check_not_inputs(const std::vector<OutputPath>& outputs, const std::vector<
 
 std::vector<InputPath> run_inputs(const std::string& config_file, const RunSettings& settings) {
   std::vector<InputPath> in{{"--config", config_file}, {"--model", settings.model}};
+  // A Hugging Face model directory: every file in it is read or may be
+  // (config.json, tokenizer files, weight shards and their index).
+  std::error_code ec;
+  if (!settings.model.empty() && std::filesystem::is_directory(settings.model, ec))
+    for (std::filesystem::directory_iterator it(settings.model, ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_regular_file(ec)) in.push_back({"--model", it->path()});
   for (const auto& t : settings.text_files) in.push_back({"--text-files", t});
   return in;
 }

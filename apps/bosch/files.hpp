@@ -53,7 +53,8 @@ void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<Inp
 void check_not_inputs(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs);
 
 /// The inputs of a command that runs a model: --config `config_file` (when
-/// given), the model and the text files of `settings`.
+/// given), the model (a GGUF file, or a Hugging Face directory and every file
+/// in it) and the text files of `settings`.
 std::vector<InputPath> run_inputs(const std::string& config_file, const RunSettings& settings);
 
 /// Throws bosch::file_error naming `option` unless `dir` is an existing

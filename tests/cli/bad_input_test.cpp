@@ -298,6 +298,9 @@ TEST_CASE("13: an output never names an input: refused before any work, naming b
   auto sel = [&](std::vector<std::string> extra) {
     return run(std::vector<std::string>{"select", "--model", m} + extra, dir);
   };
+  auto sel2 = [&](const std::string& model_path, std::vector<std::string> extra) {
+    return run(std::vector<std::string>{"select", "--model", model_path} + extra, dir);
+  };
   // Before: the model was replaced by the mask, the warm start by the log.
   check_error(sel({"-o", m}), 2, "select", {"--out names the same file as --model", "model.gguf"});
   check_error(sel({"-o", dir / "./model.gguf"}), 2, "select", {"--out", "--model"});
@@ -320,6 +323,14 @@ TEST_CASE("13: an output never names an input: refused before any work, naming b
               {"--out", "--config", "results.json"});
   check_untouched();
   CHECK_FALSE(fs::exists(dir / "x.json.checkpoint"));
+  // A Hugging Face model directory: each file in it is an input.
+  fs::create_directory(dir / "hf");
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors"})
+    std::ofstream(dir / ("hf/" + std::string(f))) << "precious\n";
+  check_error(sel2(dir / "hf", {"-o", dir / "hf/config.json"}), 2, "select", {"--out", "--model", "config.json"});
+  check_error(sel2(dir / "hf", {"--log", dir / "hf/model.safetensors"}), 2, "select", {"--log", "model.safetensors"});
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors"})
+    CHECK(slurp(dir / ("hf/" + std::string(f))) == "precious\n");
 }
 
 TEST_CASE("14: every write is checked, standard output included: a full disk is named, never exit 0") {
@@ -382,6 +393,10 @@ TEST_CASE("16: every read is bounded and never blocks; config errors name the fi
   check_error(timed({"convert", dir / "fifo", dir / "x.grid", "--from", "json"}), 1, "convert", {"fifo", "FIFO"});
   check_error(timed({"paired", dir / "fifo", dir / "fifo"}), 1, "paired", {"fifo", "FIFO"});
   check_error(timed({"inspect", dir / "fifo"}), 1, "inspect", {"fifo", "not a regular file"});
+  // The files of a Hugging Face directory too (before: blocked on config.json).
+  fs::create_directory(dir / "hf");
+  REQUIRE(::mkfifo((dir / "hf/config.json").c_str(), 0600) == 0);
+  check_error(timed({"inspect", dir / "hf"}), 1, "inspect", {"config.json", "FIFO"});
   // Before: /dev/zero was read (2.2 GB) and the run went on with the config ignored.
   check_error(timed({"select", "--model", m, "--config", "/dev/zero"}), 2, "select",
               {"--config", "/dev/zero", "is a device"});

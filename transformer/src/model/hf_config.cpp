@@ -2,6 +2,7 @@
 // Hugging Face config.json -> Config (see bosch/model/hf_config.hpp).
 
 #include <bosch/error.hpp>
+#include <bosch/io/atomic_file.hpp>
 #include <bosch/model/hf_config.hpp>
 
 #include <nlohmann/json.hpp>
@@ -243,12 +244,8 @@ HfConfig parse_hf_config(std::string_view text, const std::string& where) {
 }
 
 HfConfig read_hf_config(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw file_error("cannot open", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw file_error("cannot read", path.string());
-  return parse_hf_config(ss.str(), path.string());
+  // A regular file (checked before opening: a FIFO would block), bounded.
+  return parse_hf_config(io::read_file(path, std::uintmax_t{16} << 20, "a config.json"), path.string());
 }
 
 }  // namespace bosch::model

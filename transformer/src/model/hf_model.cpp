@@ -4,6 +4,7 @@
 #include "weight_plan.hpp"
 
 #include <bosch/error.hpp>
+#include <bosch/io/atomic_file.hpp>
 #include <bosch/model/hf_config.hpp>
 #include <bosch/model/loader.hpp>
 #include <bosch/model/safetensors.hpp>
@@ -26,6 +27,7 @@ namespace fs = std::filesystem;
 constexpr std::uintmax_t max_json_bytes = 256u << 20;  // config/index files are small
 
 std::string read_text(const fs::path& p) {
+  io::check_input_file(p);  // before opening: a FIFO would block
   std::error_code ec;
   const auto size = fs::file_size(p, ec);
   if (ec) throw file_error("cannot read: " + ec.message(), p.string());

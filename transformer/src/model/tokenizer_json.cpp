@@ -4,6 +4,7 @@
 #include <bosch/model/tokenizer_json.hpp>
 
 #include <bosch/error.hpp>
+#include <bosch/io/atomic_file.hpp>
 #include <bosch/model/tokenizer.hpp>
 
 #include "tokenizer_detail.hpp"
@@ -484,12 +485,9 @@ TokenizerSpec tokenizer_spec_from_json_text(std::string_view json_text, const st
 }
 
 TokenizerSpec tokenizer_spec_from_json(const std::filesystem::path& tokenizer_json) {
+  // Regular files (checked before opening: a FIFO would block), bounded.
   const auto read = [](const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    if (!in) throw file_error("cannot open", p.string());
-    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (in.bad()) throw file_error("read error", p.string());
-    return text;
+    return io::read_file(p, std::uintmax_t{512} << 20, "a tokenizer file");
   };
   const std::string text = read(tokenizer_json);
   std::string config;
