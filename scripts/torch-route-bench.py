@@ -247,7 +247,6 @@ def main():
     if args.child == "scoring":
         return child_scoring(args)
     if args.child == "cache":
-        args.window = args.window
         return child_cache(args)
     args.out.mkdir(parents=True, exist_ok=True)
     what = args.what.split(",")

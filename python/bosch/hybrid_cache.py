@@ -128,13 +128,23 @@ class HybridLayer(CacheLayerMixin):
             self.ring_pos[slots] = pos
         self.seen = end
 
+    def _query_heads(self, group):
+        """(swa_q, full query heads, SWA query heads) for `group` query heads
+        per KV head: computed on the first step, not on every decode step."""
+        if getattr(self, "_heads_group", None) != group:
+            g = torch.arange(group, device=self.device)
+            self._heads = (torch.tensor(self.swa_kv, device=self.device).repeat_interleave(group),
+                           (self.full_idx[:, None] * group + g).flatten(),
+                           (self.swa_idx[:, None] * group + g).flatten())
+            self._heads_group = group
+        return self._heads
+
     def attend(self, query, step, scale, compile=True):
         """Attention of the query heads for step's rows, then stores them.
         query (b, Hq, q, d). Returns (b, Hq, q, d)."""
         b, hq, q, d = query.shape
-        kv = len(self.swa_kv)
-        group = hq // kv
-        swa_q = torch.tensor(self.swa_kv, device=query.device).repeat_interleave(group)
+        group = hq // len(self.swa_kv)
+        swa_q, qf, qs = self._query_heads(group)
         start = step.start
         if start == 0:
             # The prompt: the block-sparse forward with the mask's windows,
@@ -143,8 +153,6 @@ class HybridLayer(CacheLayerMixin):
             self._store(step.keys, step.values, 0)
             return out
         out = query.new_empty(query.shape)
-        qf = (self.full_idx[:, None] * group + torch.arange(group, device=query.device)).flatten()
-        qs = (self.swa_idx[:, None] * group + torch.arange(group, device=query.device)).flatten()
         pos_q = torch.arange(start, start + q, device=query.device)
         if len(self.swa_idx):
             # Before storing: the ring still holds what the chunk's earlier queries see.
