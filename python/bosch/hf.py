@@ -226,19 +226,20 @@ def _no_mask(batch_size, cache_position, kv_length, kv_offset=0, mask_function=N
     return None
 
 
-def load_model(model, attention, gguf_file=None, device="cpu", name=ATTENTION_NAME):
+def load_model(model, attention, gguf_file=None, device="cpu", name=ATTENTION_NAME, with_tokenizer=True):
     """(tokenizer, model) of a Hugging Face causal LM in float32 on `device`,
     evaluation mode, with `attention` (a WindowedAttention) registered as
     `name` and used by every attention layer. model: a hub name or a
     directory; gguf_file: a GGUF file in that directory, which transformers
-    dequantizes (bosch reads the same file)."""
+    dequantizes (bosch reads the same file). with_tokenizer=False: the
+    tokenizer is None (a model directory without one)."""
     torch = _require("torch", "load_model")
     transformers = _require("transformers", "load_model")
     attention.register(name)
     extra = {} if gguf_file is None else {"gguf_file": gguf_file}
     version = tuple(int(p) for p in transformers.__version__.split(".")[:2] if p.isdigit())
     dtype_key = "dtype" if version >= (4, 56) else "torch_dtype"  # torch_dtype is deprecated from 4.56
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model, **extra)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model, **extra) if with_tokenizer else None
     lm = transformers.AutoModelForCausalLM.from_pretrained(
         model, attn_implementation=name, **{dtype_key: torch.float32}, **extra
     ).to(device).eval()
@@ -279,10 +280,21 @@ class HFEvaluator:
     batch_size: samples run together, right-padded to the longest (a padded
     causal model's real tokens are unchanged); more helps on a GPU. Only the
     answer rows go through the output projection.
+
+    model_name: a hub name or a directory (loaded by load_model), or your
+    own causal LM already loaded (a torch module; then give ``tasks``): its
+    attention is switched to the windowed one.
+
+    It races (``bosch.select(..., race=True)``) as bosch's C++ evaluator does:
+    ``score_samples(mask, samples)`` scores any subset of the samples,
+    ``race_order()`` interleaves the tasks (the C++ evaluator's own order
+    under ``like``), ``reduce(scores)`` is the mean (evaluate()'s exact
+    arithmetic), and ``cost()`` counts sample forwards (Result.forwards), so
+    a search's cost reads as the C++ one's does.
     """
 
     def __init__(self, model_name, window, sinks=0, context=512, samples=4, device=None, seed=0, gguf_file=None,
-                 tasks=None, batch_size=1, backend="flex", compile=True):
+                 tasks=None, batch_size=1, backend="flex", compile=True, race_order=None):
         torch = _require("torch", "HFEvaluator")
         from ._bosch import HeadLayout
 
@@ -292,7 +304,18 @@ class HFEvaluator:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.batch_size = int(batch_size)
         self.attention = WindowedAttention(window, sinks, backend=backend, compile=compile)
-        self.tokenizer, self.model = load_model(model_name, self.attention, gguf_file=gguf_file, device=self.device)
+        if isinstance(model_name, torch.nn.Module):  # the user's own model, already loaded
+            if gguf_file is not None:
+                raise ValueError("gguf_file: give a model directory or name, not a loaded model, with a GGUF file")
+            self.attention.register()
+            self.model = model_name.to(self.device).eval()
+            self.model.set_attn_implementation(ATTENTION_NAME)
+            self.tokenizer = None
+        else:
+            self.tokenizer, self.model = load_model(model_name, self.attention, gguf_file=gguf_file,
+                                                    device=self.device, with_tokenizer=tasks is None)
+        if tasks is None and self.tokenizer is None:
+            raise ValueError("tasks: a loaded model comes without its tokenizer; give tasks (token ids)")
         cfg = self.model.config
         kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
         self.layout = HeadLayout(cfg.num_hidden_layers, cfg.num_attention_heads, kv_heads)
@@ -302,6 +325,7 @@ class HFEvaluator:
             self.samples = [_sample_pair(t, i) for i, t in enumerate(tasks)]
             if not self.samples:
                 raise ValueError("tasks holds no sample")
+        self._order = _interleaved(tasks, len(self.samples)) if race_order is None else _checked_order(race_order, len(self.samples))
         self.forwards = 0  # sample forwards run so far
 
     @classmethod
@@ -309,8 +333,9 @@ class HFEvaluator:
         """An HFEvaluator on the samples, window and sinks of a
         bosch.TransformerEvaluator (of the same model): its scores are the
         ones bosch's C++ forward gives, up to the two runtimes' arithmetic."""
+        order = evaluator.race_order() if split == "calibration" else None
         return cls(model_name, evaluator.window, evaluator.sinks, gguf_file=gguf_file,
-                   tasks=evaluator.samples(split), **kwargs)
+                   tasks=evaluator.samples(split), race_order=order, **kwargs)
 
     @property
     def window(self):
@@ -322,12 +347,22 @@ class HFEvaluator:
 
     def sample_scores(self, mask):
         """Mean answer log-probability of each sample, in order (float64 array)."""
+        return self.score_samples(mask, range(len(self.samples)))
+
+    def score_samples(self, mask, samples):
+        """Mean answer log-probability of the samples with the given indices,
+        in that order (float64 array); a sample's score does not depend on
+        which others are asked for with it when batch_size is 1."""
         torch = self.torch
+        idx = [int(i) for i in samples]
+        for i in idx:
+            if not 0 <= i < len(self.samples):
+                raise IndexError(f"sample {i} is not within the {len(self.samples)} samples")
         self.attention.mask = mask
         out = []
         with torch.no_grad():
-            for first in range(0, len(self.samples), self.batch_size):
-                batch = self.samples[first:first + self.batch_size]
+            for first in range(0, len(idx), self.batch_size):
+                batch = [self.samples[i] for i in idx[first:first + self.batch_size]]
                 seqs = [p + a for p, a in batch]
                 n = max(len(x) for x in seqs)
                 ids = torch.zeros((len(seqs), n), dtype=torch.long)
@@ -341,13 +376,55 @@ class HFEvaluator:
                     rows = torch.arange(len(p) - 1, len(p) - 1 + len(a)) - lo
                     out.append(logp[r, rows.to(logp.device), torch.tensor(a, device=logp.device)].double().mean().item())
                 self.forwards += len(batch)
-        return np.array(out)
+        return np.array(out, dtype=np.float64)
+
+    def sample_count(self):
+        return len(self.samples)
+
+    def race_order(self):
+        """The order in which a race scores the samples: the tasks interleaved."""
+        return list(self._order)
+
+    @staticmethod
+    def reduce(scores):
+        """The score from all per-sample scores in sample order: their sum,
+        accumulated in order, over their count (bosch's C++ arithmetic)."""
+        total = 0.0
+        for v in scores:
+            total += float(v)
+        return total / len(scores) if len(scores) else 0.0
+
+    def cost(self):
+        """Sample forwards run so far (each a whole forward: no residual cache)."""
+        return float(self.forwards)
 
     def evaluate(self, mask):
         """Mean over samples of the mean log-probability of the answer tokens."""
-        return float(self.sample_scores(mask).mean())
+        return self.reduce(self.sample_scores(mask))
 
     __call__ = evaluate
+
+
+def _interleaved(tasks, n):
+    """The n sample indices with the tasks interleaved (every task's first
+    sample, then every task's second, ...), tasks named by a dict's "task"
+    key; in order without names."""
+    if tasks is None or not all(isinstance(t, dict) and "task" in t for t in tasks):
+        return list(range(n))
+    queues = {}
+    for i, t in enumerate(tasks):
+        queues.setdefault(t["task"], []).append(i)
+    out, rounds = [], max(len(q) for q in queues.values())
+    for r in range(rounds):
+        out.extend(q[r] for q in queues.values() if r < len(q))
+    return out
+
+
+def _checked_order(order, n):
+    out = [int(i) for i in order]
+    if sorted(out) != list(range(n)):
+        raise ValueError(f"race_order must be a permutation of the {n} samples")
+    return out
 
 
 def _sample_pair(t, i):

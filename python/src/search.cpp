@@ -242,13 +242,72 @@ double score_from(nb::handle r, const char* who) {
                            .c_str());
 }
 
-/// bosch::Evaluator over Python functions; with Batch, also BatchEvaluator.
+/// The optional capabilities of a Python evaluator object, found by name:
+/// racing (bosch::PerSampleEvaluator: `sample_count()`, `race_order()`,
+/// `score_samples(mask, samples)`, `reduce(scores)`, all four or none;
+/// optional `race_block()`) and its cost (`cost()`, in full-model sample
+/// forwards: bosch::CostedEvaluator).
+struct PyCapabilities {
+  nb::object sample_count, race_order, reduce, race_block, cost;
+  PyFunction score_samples;
+  bool sampled() const noexcept { return static_cast<bool>(score_samples); }
+};
+
+PyCapabilities capabilities_of(nb::handle obj) {
+  PyCapabilities c;
+  if (!obj.is_valid() || obj.is_none()) return c;
+  static const char* names[] = {"sample_count", "race_order", "score_samples", "reduce"};
+  std::string have, lack;
+  for (const char* n : names) {
+    std::string& list = nb::hasattr(obj, n) ? have : lack;
+    list += (list.empty() ? "" : ", ") + std::string(n);
+  }
+  if (!have.empty() && !lack.empty())
+    throw nb::type_error(("the evaluator has " + have + " but not " + lack +
+                          " (racing needs sample_count(), race_order(), score_samples(mask, samples) and "
+                          "reduce(scores): give all four or none)")
+                             .c_str());
+  if (lack.empty()) {
+    c.sample_count = obj.attr("sample_count");
+    c.race_order = obj.attr("race_order");
+    c.score_samples.fn = obj.attr("score_samples");
+    c.score_samples.takes_hint = accepts_hint(c.score_samples.fn);
+    c.reduce = obj.attr("reduce");
+    if (nb::hasattr(obj, "race_block")) c.race_block = obj.attr("race_block");
+  }
+  if (nb::hasattr(obj, "cost")) c.cost = obj.attr("cost");
+  return c;
+}
+
+/// A NumPy float64 vector from a Python result, with `n` elements (n < 0: any).
+std::vector<double> doubles_from(nb::handle r, std::ptrdiff_t n, const char* who) {
+  nb::object v;
+  try {
+    v = numpy().attr("asarray")(r, "dtype"_a = "float64").attr("ravel")();
+  } catch (nb::python_error&) {
+    throw nb::type_error((std::string(who) + " must return a sequence of floats, got " +
+                          nb::type_name(r.type()).c_str())
+                             .c_str());
+  }
+  const auto view = nb::cast<nb::ndarray<const double, nb::ndim<1>>>(v);
+  if (n >= 0 && view.shape(0) != static_cast<std::size_t>(n))
+    throw nb::value_error((std::string(who) + " returned " + std::to_string(view.shape(0)) + " scores for " +
+                           std::to_string(n) + (std::string(who) == "evaluate_batch" ? " masks" : " samples"))
+                              .c_str());
+  std::vector<double> out(view.shape(0));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = view(i);
+  return out;
+}
+
+/// bosch::Evaluator over Python functions; with Batch, also BatchEvaluator;
+/// with Sampled, also PerSampleEvaluator (racing). Always CostedEvaluator:
+/// cost() is NaN without a Python `cost`, as for an evaluator without one.
 /// Every member function is called by the search without the GIL.
-template <bool Batch>
+template <bool Batch, bool Sampled>
 class PyEvaluator {
  public:
-  PyEvaluator(HeadLayout layout, PyFunction one, PyFunction batch, SearchState& state)
-      : layout_(layout), one_(std::move(one)), batch_(std::move(batch)), state_(state) {}
+  PyEvaluator(HeadLayout layout, PyFunction one, PyFunction batch, PyCapabilities caps, SearchState& state)
+      : layout_(layout), one_(std::move(one)), batch_(std::move(batch)), caps_(std::move(caps)), state_(state) {}
 
   HeadLayout layout() const { return layout_; }
   double evaluate(const HeadMask& m) { return call_one(m, 0); }
@@ -264,48 +323,100 @@ class PyEvaluator {
     return call_batch(ms, h.first_changed_layer);
   }
 
+  std::size_t sample_count() const
+    requires Sampled
+  {
+    return guarded([&] {
+      const long long n = nb::cast<long long>(caps_.sample_count());
+      if (n < 1) throw nb::value_error(("sample_count() must be >= 1, got " + std::to_string(n)).c_str());
+      return static_cast<std::size_t>(n);
+    });
+  }
+  std::vector<std::size_t> race_order() const
+    requires Sampled
+  {
+    return guarded([&] {
+      std::vector<std::size_t> out;
+      for (nb::handle i : nb::iter(caps_.race_order())) {
+        const long long v = nb::cast<long long>(i);
+        if (v < 0) throw nb::value_error("race_order() holds a negative sample index");
+        out.push_back(static_cast<std::size_t>(v));
+      }
+      return out;
+    });
+  }
+  std::vector<double> score_samples(const HeadMask& m, const EvaluationHint& h, std::span<const std::size_t> idx)
+    requires Sampled
+  {
+    return guarded([&] {
+      nb::list samples;
+      for (std::size_t i : idx) samples.append(i);
+      nb::object arr = mask_to_numpy(m);
+      nb::object r = caps_.score_samples.takes_hint
+                         ? caps_.score_samples.fn(arr, samples, "hint"_a = h.first_changed_layer)
+                         : caps_.score_samples.fn(arr, samples);
+      auto out = doubles_from(r, static_cast<std::ptrdiff_t>(idx.size()), "score_samples");
+      state_.check_signals();
+      return out;
+    });
+  }
+  double reduce(std::span<const double> v) const
+    requires Sampled
+  {
+    return guarded([&] {
+      nb::list scores;
+      for (double x : v) scores.append(x);
+      return score_from(caps_.reduce(scores), "reduce");
+    });
+  }
+  std::size_t race_block() const
+    requires Sampled
+  {
+    if (!caps_.race_block.is_valid()) return 1;
+    return guarded([&] { return static_cast<std::size_t>(std::max(1LL, nb::cast<long long>(caps_.race_block()))); });
+  }
+  double cost() const {
+    if (!caps_.cost.is_valid()) return std::numeric_limits<double>::quiet_NaN();
+    return guarded([&] { return score_from(caps_.cost(), "cost"); });
+  }
+
  private:
-  double call_one(const HeadMask& m, int hint) {
-    if (!one_) return call_batch(std::span<const HeadMask>(&m, 1), hint).at(0);
+  /// Runs `f` with the GIL; a Python exception is kept for select() to raise.
+  template <class F>
+  auto guarded(F&& f) const {
     nb::gil_scoped_acquire gil;
     try {
+      return f();
+    } catch (nb::python_error& e) {
+      state_.error.emplace(std::move(e));
+      throw python_raised{};
+    }
+  }
+
+  double call_one(const HeadMask& m, int hint) {
+    if (!one_) return call_batch(std::span<const HeadMask>(&m, 1), hint).at(0);
+    return guarded([&] {
       nb::object arr = mask_to_numpy(m);
       nb::object r = one_.takes_hint ? one_.fn(arr, "hint"_a = hint) : one_.fn(arr);
       const double s = score_from(r, "evaluate");
       state_.check_signals();
       return s;
-    } catch (nb::python_error& e) {
-      state_.error.emplace(std::move(e));
-      throw python_raised{};
-    }
+    });
   }
 
   std::vector<double> call_batch(std::span<const HeadMask> ms, int hint) {
-    nb::gil_scoped_acquire gil;
-    try {
+    return guarded([&] {
       nb::object arr = masks_to_numpy(ms, layout_);
       nb::object r = batch_.takes_hint ? batch_.fn(arr, "hint"_a = hint) : batch_.fn(arr);
-      nb::object scores;
-      try {
-        scores = numpy().attr("asarray")(r, "dtype"_a = "float64").attr("ravel")();
-      } catch (nb::python_error&) {
-        throw nb::type_error(("evaluate_batch must return one float per mask, got " +
-                              std::string(nb::type_name(r.type()).c_str()))
-                                 .c_str());
-      }
-      const auto view = nb::cast<nb::ndarray<const double, nb::ndim<1>>>(scores);
-      std::vector<double> out(view.shape(0));
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = view(i);
+      auto out = doubles_from(r, -1, "evaluate_batch");
       state_.check_signals();
       return out;
-    } catch (nb::python_error& e) {
-      state_.error.emplace(std::move(e));
-      throw python_raised{};
-    }
+    });
   }
 
   HeadLayout layout_;
   PyFunction one_, batch_;
+  PyCapabilities caps_;
   SearchState& state_;
 };
 
@@ -429,10 +540,12 @@ nb::object select_entry(nb::handle evaluate, nb::handle layout_arg, nb::handle r
   }
 
   PyFunction one, batch;
+  PyCapabilities caps;
   std::optional<HeadLayout> layout;
   if (!layout_arg.is_none()) layout = layout_from(layout_arg);
   if (!evaluate.is_none() && nb::hasattr(evaluate, "evaluate")) {
     one.fn = evaluate.attr("evaluate");
+    caps = capabilities_of(evaluate);
     if (nb::hasattr(evaluate, "evaluate_batch")) batch.fn = evaluate.attr("evaluate_batch");
     if (!layout) layout = layout_of(evaluate);
   } else if (!evaluate.is_none()) {
@@ -442,6 +555,8 @@ nb::object select_entry(nb::handle evaluate, nb::handle layout_arg, nb::handle r
                             std::string(nb::type_name(evaluate.type()).c_str()))
                                .c_str());
     one.fn = nb::borrow(evaluate);
+    caps = capabilities_of(evaluate);
+    if (!layout) layout = layout_of(evaluate);
   }
   if (batch_arg.is_valid() && !batch_arg.is_none()) {
     if (!PyCallable_Check(batch_arg.ptr())) throw nb::type_error("evaluate_batch: expected a callable");
@@ -454,12 +569,12 @@ nb::object select_entry(nb::handle evaluate, nb::handle layout_arg, nb::handle r
   if (batch) batch.takes_hint = accepts_hint(batch.fn);
   adopt_layout(setup.options, *layout);
   SearchState state;
-  if (batch) {
-    PyEvaluator<true> e(*layout, std::move(one), std::move(batch), state);
+  auto run = [&]<bool B, bool S>() {
+    PyEvaluator<B, S> e(*layout, std::move(one), std::move(batch), std::move(caps), state);
     return run_select(e, setup, state, false);
-  }
-  PyEvaluator<false> e(*layout, std::move(one), std::move(batch), state);
-  return run_select(e, setup, state, false);
+  };
+  if (caps.sampled()) return batch ? run.template operator()<true, true>() : run.template operator()<false, true>();
+  return batch ? run.template operator()<true, false>() : run.template operator()<false, false>();
 }
 
 /// A C++ evaluator for bench/python_overhead.py: -(sum of the weights of the
@@ -534,6 +649,14 @@ void bind_search(nb::module_& m) {
                    "the stage that asked for it: anchors, probes, groups, layers or repair")
       .def_ro("seconds", &EvaluationRecord::seconds,
               "wall-clock seconds of the evaluator call (a batch's time split evenly)")
+      .def_ro("forwards", &EvaluationRecord::forwards,
+              "the evaluator's work for it in full-model sample forwards (NaN when the evaluator has no cost())")
+      .def_ro("eliminated", &EvaluationRecord::eliminated,
+              "True when the race (Options.race) stopped it after `samples` samples; score is then an estimate")
+      .def_ro("samples", &EvaluationRecord::samples,
+              "samples scored for it when racing is on (all for a full evaluation); 0 otherwise")
+      .def_ro("score_sd", &EvaluationRecord::score_sd,
+              "the standard error of score as an estimate of the full score (0 for a full evaluation)")
       .def("__repr__", [](const EvaluationRecord& r) {
         return "EvaluationRecord(index=" + std::to_string(r.index) + ", stage='" + to_string(r.stage) +
                "', score=" + fmt(r.score) + ", swa_heads=" + std::to_string(r.mask.count()) + ")";

@@ -338,6 +338,10 @@ void bind_transformer(nb::module_& m) {
           "target ids), answer_text and references. Another runtime (bosch.hf) can score exactly\n"
           "these: the score is the mean over samples of the mean log-probability of the answer ids.")
       .def(
+          "race_order", [](const PyTransformerEvaluator& self) { return self.run().race_order(); },
+          "The order in which a race (Options.race) scores the calibration samples: the tasks\n"
+          "interleaved, so that a race's first looks see every task (and every length).")
+      .def(
           "metadata",
           [](const PyTransformerEvaluator& self, const PyResult& r) { return json_to_python(self.metadata(r)); },
           "result"_a, nb::sig("def metadata(self, result: Result) -> dict[str, typing.Any]"),

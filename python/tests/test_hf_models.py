@@ -57,6 +57,10 @@ def test_hf_route_gives_the_answer_log_probabilities_of_bosch(name):
         assert abs(ours.mean() - theirs) < TOLERANCE, (label, ours, theirs)
         scores[label] = ours.mean()
     assert abs(scores["full"] - scores["rho 0.5"]) > 100 * TOLERANCE  # the windows take effect
+    # The racing protocol: the C++ evaluator's race order, any subset scored alone.
+    assert hf.race_order() == cpp.race_order()
+    assert hf.score_samples(half, [1]).tolist() == [ours[1]]
+    assert hf.reduce(ours.tolist()) == hf.evaluate(half)
 
 
 def test_hybrid_cache_generates_what_the_masked_forward_predicts_on_smollm2():

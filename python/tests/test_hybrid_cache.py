@@ -136,3 +136,25 @@ def test_left_padding_is_refused_and_right_padding_leaves_the_tokens_alone():
         assert (right[:, :20] - alone).abs().max().item() < 1e-5
         with pytest.raises(ValueError, match="left .*padding is not supported"):
             model(padded.flip(1), attention_mask=torch.cat([torch.zeros(1, 6), torch.ones(1, 20)], 1).long())
+
+
+def test_hf_evaluator_on_a_loaded_model_scores_any_subset_and_interleaves_the_tasks():
+    attention = bosch.hf.WindowedAttention(9, 2)
+    model = tiny_model(attention)
+    rng = np.random.default_rng(0)
+    tasks = [{"task": name, "prompt": rng.integers(0, 97, 40).tolist(), "answer": rng.integers(0, 97, 2).tolist()}
+             for name in ("a", "a", "b", "c", "b")]
+    ev = bosch.hf.HFEvaluator(model, 9, 2, tasks=tasks, compile=False)
+    assert ev.race_order() == [0, 2, 3, 1, 4]  # every task's first sample, then the seconds
+    all_scores = ev.sample_scores(MASK)
+    assert ev.cost() == 5
+    assert ev.score_samples(MASK, [4, 1]).tolist() == [all_scores[4], all_scores[1]]
+    assert ev.cost() == 7
+    assert ev.reduce(all_scores.tolist()) == ev.evaluate(MASK)
+    assert ev.evaluate(np.zeros_like(MASK)) != ev.evaluate(MASK)
+    with pytest.raises(IndexError, match="sample 5 is not within the 5 samples"):
+        ev.score_samples(MASK, [5])
+    with pytest.raises(ValueError, match="permutation of the 5 samples"):
+        bosch.hf.HFEvaluator(model, 9, 2, tasks=tasks, race_order=[0, 0, 1, 2, 3])
+    with pytest.raises(ValueError, match="give tasks"):
+        bosch.hf.HFEvaluator(model, 9, 2)

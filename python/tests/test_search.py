@@ -41,7 +41,7 @@ def bits(mask):
     return "".join("1" if b else "0" for b in np.asarray(mask).ravel())
 
 
-def cpp_reference(program, tmp_path, planted, options, batch=False):
+def cpp_reference(program, tmp_path, planted, options, batch=False, offsets=None):
     spec = {
         "layout": str(planted.layout),
         "costs": planted.costs.ravel().tolist(),
@@ -49,6 +49,8 @@ def cpp_reference(program, tmp_path, planted, options, batch=False):
         "options": json.loads(options.to_json()),
         "batch": batch,
     }
+    if offsets is not None:
+        spec["offsets"] = offsets
     src, out = tmp_path / "in.json", tmp_path / "out.json"
     src.write_text(json.dumps(spec))
     run([program, src, out])
@@ -59,7 +61,7 @@ def assert_same_as_reference(result, ref):
     assert bits(result.mask) == ref["mask"]
     assert result.score == ref["score"]
     assert result.normalized_score == ref["normalized_score"]
-    assert result.evaluations == ref["evaluations"] == len(ref["log"])
+    assert result.evaluations == ref["evaluations"] == len(ref["log"]) - ref.get("eliminated", 0)
     assert result.layer_counts.tolist() == ref["layer_counts"]
     assert result.planned_counts.tolist() == ref["planned_counts"]
     assert [result.anchors.full, result.anchors.swa] == ref["anchors"]
@@ -117,6 +119,91 @@ def test_batch_evaluator_matches_cpp_and_the_plain_evaluator(reference_program, 
     assert_same_as_reference(result, ref)
     assert max(sizes) == 5 and len(sizes) < result.evaluations
     assert_same_result(result, bosch.select(Planted(seed=9), LAYOUT, 0.5, seed=9))
+
+
+class SampledPlanted(Planted):
+    """Planted with per-sample scores, for racing (the C++ reference's
+    SampledPlanted): sample s adds offsets[s] to the SWA heads' costs; the
+    score is the mean over the samples (8: a power of two, so the division is
+    exact too); cost() counts the per-sample scores computed."""
+
+    def __init__(self, seed, samples=8):
+        super().__init__(seed=seed)
+        rng = np.random.default_rng(seed + 100)
+        self.offsets = rng.integers(-40, 41, size=(samples,) + self.layout.shape) / 64.0
+        self.scored = 0
+
+    def sample_count(self):
+        return len(self.offsets)
+
+    def race_order(self):
+        return list(range(len(self.offsets)))
+
+    def score_samples(self, mask, samples):
+        self.scored += len(samples)
+        base = Planted.__call__(self, mask)
+        return [base - self.offsets[s][mask].sum() for s in samples]
+
+    @staticmethod
+    def reduce(scores):
+        total = 0.0
+        for v in scores:
+            total += v
+        return total / len(scores)
+
+    def __call__(self, mask):
+        return self.reduce(self.score_samples(mask, range(len(self.offsets))))
+
+    def cost(self):
+        return float(self.scored)
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_a_racing_python_evaluator_reaches_the_same_mask_log_and_cost_as_cpp(reference_program, tmp_path, seed):
+    planted = SampledPlanted(seed)
+    result = bosch.select(planted, planted.layout, 0.5, seed=seed, race=True, race_min_samples=2)
+    ref = cpp_reference(reference_program, tmp_path, planted, result.options,
+                        offsets=planted.offsets.ravel().tolist())
+    assert_same_as_reference(result, ref)
+    assert result.eliminated == ref["eliminated"] > 0  # the race stopped candidates
+    assert result.forwards == ref["forwards"] == planted.scored
+    assert [(e.eliminated, e.samples, e.forwards) for e in result.log] == \
+           [(e["eliminated"], e["samples"], e["forwards"]) for e in ref["log"]]
+    # Without the race the same evaluator scores every sample of every mask.
+    plain = SampledPlanted(seed)
+    whole = bosch.select(plain, plain.layout, 0.5, seed=seed, race=False)
+    assert whole.eliminated == 0 and whole.forwards == 8 * whole.evaluations
+
+
+def test_a_half_racing_protocol_and_wrong_sample_counts_are_clear_errors():
+    class Half:
+        layout = bosch.HeadLayout(LAYOUT)
+
+        def evaluate(self, mask):
+            return 0.0
+
+        def sample_count(self):
+            return 4
+
+        def race_order(self):
+            return [0, 1, 2, 3]
+
+    with pytest.raises(TypeError, match="has sample_count, race_order but not score_samples, reduce"):
+        bosch.select(Half(), None, 0.5)
+
+    class Short(SampledPlanted):
+        def score_samples(self, mask, samples):
+            return super().score_samples(mask, samples)[:-1]
+
+    with pytest.raises(ValueError, match="score_samples returned 7 scores for 8 samples"):
+        bosch.select(Short(1), None, 0.5, race=True)
+
+    class Unordered(SampledPlanted):
+        def race_order(self):
+            return [0, 0, 1, 2, 3, 4, 5, 6]
+
+    with pytest.raises(bosch.Error, match="race_order.. is not a permutation of the 8 samples"):
+        bosch.select(Unordered(1), None, 0.5, race=True)
 
 
 def test_an_object_with_evaluate_evaluate_batch_and_layout():
