@@ -24,6 +24,7 @@
 
 #include <cctype>
 #include <iostream>
+#include <optional>
 
 namespace bosch::cli {
 
@@ -110,6 +111,12 @@ int run_baseline(int argc, char** argv) {
 
     const model::Model model = load_model(settings, oo);
     const HeadLayout layout = model.config.layout();
+    // The held-out samples of --report, built before the scores are computed.
+    std::optional<tasks::TaskSet> held_out;
+    if (report) {
+      held_out = tasks::generate(suite_specs(suite, tasks::Split::held_out), model.tokenizer);
+      oo.detail() << "held-out: " << held_out->samples.size() << " samples\n";
+    }
     nlohmann::json meta{{"method", method},
                         {"model", model.config.name},
                         {"model_file", model.source.filename().string()},
@@ -170,7 +177,6 @@ int run_baseline(int argc, char** argv) {
     if (out != "-" && oo.verbosity() != Verbosity::quiet) std::cerr << to_grid(mask);
 
     if (report) {
-      const auto held_out = tasks::generate(suite_specs(suite, tasks::Split::held_out), model.tokenizer);
       return with_backend(model, settings, [&](const auto& backend) -> int {
         ReportOptions ro;
         std::vector<ReportRow> rows;
@@ -178,7 +184,7 @@ int run_baseline(int argc, char** argv) {
                                       std::pair<std::string, HeadMask>{"all-SWA", HeadMask::filled(layout, true)},
                                       std::pair<std::string, HeadMask>{method, mask}})
           rows.push_back({name, m.count(),
-                          evaluate_held_out(backend, model.tokenizer, held_out,
+                          evaluate_held_out(backend, model.tokenizer, *held_out,
                                             AttentionWindows::from_mask(m, eo.window, eo.sinks), ro)});
         std::ostream& os = out == "-" ? std::cerr : std::cout;
         print_report(os, rows, true);

@@ -169,6 +169,9 @@ int run_select(int argc, char** argv) {
     oo.detail() << run.calibration().description
                 << (run.calibration().description.empty() || run.calibration().description.back() == '\n' ? ""
                                                                                                           : "\n");
+    // The held-out samples of --report are built now: one that cannot be
+    // built fails before the search, not after it.
+    if (report) oo.detail() << "held-out: " << run.held_out().samples.size() << " samples\n";
     const HeadLayout layout = run.layout();
     MpiExecutor executor(oo.info());
     const InfoSink info = [&oo](const std::string& line) { oo.info() << line; };
@@ -270,7 +273,15 @@ int run_select(int argc, char** argv) {
         rows.push_back(score("BOSCH", result.mask));
         meta["held_out"] = to_json(rows.back().report, false);
       }
-      write_mask_file(f.out, out_format, result.mask, meta);
+      try {
+        write_mask_file(f.out, out_format, result.mask, meta);
+      } catch (const error&) {
+        // The search is not lost: its checkpoint stays (finish_files is not reached).
+        std::cerr << "bosch select: the search is kept in '" << f.checkpoint
+                  << "': to write its mask elsewhere, run the same command with --resume --checkpoint "
+                  << f.checkpoint << " and another --out\n";
+        throw;
+      }
       if (!f.svg.empty()) {
         std::ostringstream title;
         const model::Model& model = run.model();

@@ -28,6 +28,14 @@ std::string with_ratio(const std::string& path, double rho) {
   return (p.parent_path() / (p.stem().string() + "-" + ratio_text(rho) + p.extension().string())).string();
 }
 
+/// True when `path` names an existing character device or FIFO (written in
+/// place, not replaced through a temporary file).
+static bool writes_in_place(const std::string& path) {
+  std::error_code ec;
+  const auto type = std::filesystem::status(path, ec).type();
+  return type == std::filesystem::file_type::character || type == std::filesystem::file_type::fifo;
+}
+
 std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool several, const std::string& out,
                                     const std::string& checkpoint, const std::string& log, const std::string& svg,
                                     const std::vector<OutputPath>& inputs) {
@@ -41,8 +49,15 @@ std::vector<RatioFiles> ratio_files(const std::vector<double>& ratios, bool seve
     f.log = name(log);
     f.svg = name(svg);
     f.default_checkpoint = checkpoint.empty();
-    f.checkpoint = f.default_checkpoint ? (f.out == "-" ? std::string("bosch-select") : f.out) + ".checkpoint"
-                                        : name(checkpoint);
+    // A mask written to standard output, a device or a FIFO (/dev/stdout,
+    // /dev/full) gets its checkpoint in the current directory, never beside
+    // the device.
+    if (f.default_checkpoint) {
+      f.checkpoint = f.out == "-" || writes_in_place(f.out) ? "bosch-select" : f.out;
+      f.checkpoint.append(".checkpoint");  // (not operator+: GCC 12 warns, -Wrestrict)
+    } else {
+      f.checkpoint = name(checkpoint);
+    }
     f.identity = identity_path(f.checkpoint);
     outputs.push_back({"--out", f.out});
     outputs.push_back({f.default_checkpoint ? "--out's checkpoint" : "--checkpoint", f.checkpoint});

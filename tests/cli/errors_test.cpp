@@ -205,3 +205,68 @@ TEST_CASE("the shipped program has no test hooks") {
   check_error(run_with_hooks({"select", "-m", m, "--stop-signal", "usr1"}, dir), 2, "select",
               "--stop-signal: expected int, term or wait");
 }
+
+TEST_CASE("--report's held-out samples are built before the work: one that cannot be built fails first") {
+  const std::string m = model();
+  if (m.empty()) return;
+  TempDir dir;
+  // Sentences split into halves by count: the calibration half is long
+  // sentences, the held-out half "Hi." alone, too short for a copy span.
+  {
+    std::ofstream text(dir / "skewed.txt");
+    for (int i = 0; i < 30; ++i) text << "Tom had a big red ball and he liked to play with it in the park every day. ";
+    text << "\n";
+    for (int i = 0; i < 30; ++i) text << "Hi. ";
+  }
+  const std::vector<std::string> run_settings{"--model", m,      "--tasks",   "copy", "--text-files", dir / "skewed.txt",
+                                              "--context", "300", "--samples", "1",   "--window",     "32",
+                                              "--threads", "1",   "--allow-long-context"};
+  for (const char* cmd : {"select", "baseline"}) {
+    INFO(cmd);
+    std::vector<std::string> args{cmd};
+    args.insert(args.end(), run_settings.begin(), run_settings.end());
+    args.insert(args.end(), {"--ratio", "0.5", "--report", "-v", "-o", dir / (std::string(cmd) + ".json")});
+    if (std::string(cmd) == "baseline") args.insert(args.end(), {"--method", "INTR"});
+    const Run r = run(args, dir);
+    INFO(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.err.find("text too short for a copy span") != std::string::npos);
+    CHECK(r.err.find("stage anchors") == std::string::npos);  // no search ran
+    CHECK(r.err.find("held-out: scoring") == std::string::npos);
+    CHECK(!fs::exists(dir / (std::string(cmd) + ".json")));
+  }
+  // Without --report the same settings run (the calibration half is long enough).
+  std::vector<std::string> args{"select"};
+  args.insert(args.end(), run_settings.begin(), run_settings.end());
+  args.insert(args.end(), {"--ratio", "0.5", "--max-evaluations", "3", "-o", dir / "ok.json"});
+  const Run ok = run(args, dir);
+  INFO(ok.err);
+  CHECK(ok.status == 0);
+}
+
+TEST_CASE("a mask written to a device keeps its checkpoint in the working directory, never beside the device") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty() || !fs::exists("/dev/full")) return;
+  TempDir dir;
+  // Run in `dir`: the checkpoint goes to the working directory.
+  const std::vector<std::string> in_dir{"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", dir.path().string()};
+  const Run r = Process(small_select(m, t) + std::vector<std::string>{"--max-evaluations", "3", "-o", "/dev/full"},
+                        dir.path(), {}, shipped, in_dir)
+                    .wait();
+  INFO(r.err);
+  CHECK(r.status == 1);
+  CHECK(r.err.find("/dev/full: write failed: No space left on device") != std::string::npos);
+  CHECK(r.err.find("the search is kept in 'bosch-select.checkpoint'") != std::string::npos);
+  CHECK(!fs::exists("/dev/full.checkpoint"));
+  CHECK(!fs::exists("/dev/full.checkpoint.run.json"));
+  CHECK(fs::exists(dir / "bosch-select.checkpoint"));
+  // The message's way out: resume that checkpoint into a file.
+  const Run again = run(small_select(m, t) + std::vector<std::string>{"--max-evaluations", "3", "-o", dir / "m.json",
+                                                                      "--resume", "--checkpoint",
+                                                                      dir / "bosch-select.checkpoint"},
+                        dir);
+  INFO(again.err);
+  CHECK(again.status == 0);
+  CHECK(again.err.find("(3 replayed)") != std::string::npos);
+  CHECK(fs::exists(dir / "m.json"));
+}
