@@ -6,6 +6,7 @@
 
 #include "search.hpp"
 
+#include <bosch/io/atomic_file.hpp>
 #include <bosch/io/mask_export.hpp>
 #include <bosch/io/mask_io.hpp>
 #include <bosch/io/search_metadata.hpp>
@@ -173,6 +174,17 @@ void write_mask(nb::handle path_obj, nb::handle mask_obj, nb::handle layout_obj,
     mask = mask_from(mask_obj, layout, "mask");
   }
   if (layout && !(mask.layout() == *layout)) io::check_mask_layout(mask, *layout, "mask");
+  // An output never replaces an input: the model an export reads, or the
+  // files the search of a Result read.
+  std::vector<std::pair<std::string, std::string>> inputs;
+  if (!model_path.empty()) inputs.emplace_back("model", model_path);
+  if (nb::isinstance<PyResult>(mask_obj))
+    for (const auto& in : nb::cast<const PyResult&>(mask_obj).inputs) inputs.push_back(in);
+  for (const auto& [what, in] : inputs)
+    if (io::same_file(path, in))
+      throw invalid_argument("names the same file as " + what + " '" + in +
+                                 "': an output never replaces an input; give it another path",
+                             "path");
   if (!metadata.is_none()) {
     if (!nb::isinstance<nb::dict>(metadata)) throw nb::type_error("metadata: expected a dict");
     meta.update(python_to_json(metadata, "metadata"));

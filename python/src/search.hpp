@@ -38,6 +38,9 @@ struct PyResult {
   Result result;
   Options options;
   std::optional<nlohmann::json> metadata;
+  /// The files the search read ((what, path): a TransformerEvaluator's model
+  /// and texts), which bosch.write_mask never replaces.
+  std::vector<std::pair<std::string, std::string>> inputs = {};
 };
 
 /// State shared by the adapters and callbacks of one select() call. Touched

@@ -196,7 +196,9 @@ nb::object PyTransformerEvaluator::select(SearchSetup& setup) {
       CallbackList callbacks;
       callbacks.add(hub);
       Selection s = select_heads(run_, request, callbacks);
-      result = PyResult{std::move(s.result), std::move(s.options), std::move(s.metadata)};
+      result = PyResult{std::move(s.result), std::move(s.options), std::move(s.metadata), {}};
+      result->inputs.emplace_back("the evaluator's model_path", run_.settings().model);
+      for (const auto& t : run_.settings().text_files) result->inputs.emplace_back("the evaluator's text_files", t);
     } catch (...) {
       failure = std::current_exception();
     }

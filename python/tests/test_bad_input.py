@@ -112,6 +112,18 @@ def test_select_outputs_never_name_an_input_or_each_other(tmp_path, stories_mode
         bosch.select(evaluator, ratio=0.5, max_evaluations=2, log=text)
     assert model.read_bytes() == before
     assert text.read_bytes() == open(emma_text, "rb").read()
+    # bosch.write_mask: a result never over the files its search read, an
+    # export never over the model it copies.
+    result = bosch.select(evaluator, ratio=0.5, max_evaluations=3)
+    for path in (model, tmp_path / "alias.gguf", text):
+        with pytest.raises(bosch.InvalidArgument, match="an output never replaces an input"):
+            bosch.write_mask(path, result)
+    with pytest.raises(bosch.InvalidArgument, match="same file as model"):
+        bosch.write_mask(tmp_path / "alias.gguf", result, format="gguf", model=model)
+    assert model.read_bytes() == before
+    assert text.read_bytes() == open(emma_text, "rb").read()
+    bosch.write_mask(tmp_path / "mask.json", result)  # elsewhere it writes
+    assert bosch.read_mask(tmp_path / "mask.json").mask.sum() == result.mask.sum()
 
 
 def test_reads_never_block_and_a_full_disk_is_named(tmp_path, mask):
