@@ -328,6 +328,23 @@ TEST_CASE("Hugging Face checkpoints with wrong content name file and tensor or f
     fresh();
     edit_config([](auto& c) { c["num_hidden_layers"] = -2; });
     expect_error(d, {"field 'num_hidden_layers'", "positive"});
+    // Floats the model reads: finite and positive. JSON has no NaN or
+    // infinity; an overflowing number is refused by the parser.
+    for (const std::string key : {"rope_theta", "rms_norm_eps"})
+      for (const std::string v : {"1e999", "-1e999", "0", "-2.5"}) {
+        CAPTURE(key);
+        CAPTURE(v);
+        fresh();
+        edit_config([&](auto& c) { c[key] = 12345.5; });
+        const auto bytes = w::read_file(d / "config.json");
+        std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        text.replace(text.find("12345.5"), 7, v);
+        w::write_text(d / "config.json", text);
+        if (v.find("e999") != std::string::npos)
+          expect_error(d, {(d / "config.json").string(), "not valid JSON", "number overflow parsing '" + v + "'"});
+        else
+          expect_error(d, {(d / "config.json").string(), "field '" + key + "'", "must be positive and finite"});
+      }
     fresh();
     w::write_text(d / "config.json", "{not json");
     expect_error(d, {(d / "config.json").string(), "not valid JSON"});
