@@ -65,7 +65,9 @@ class HybridLayer(CacheLayerMixin):
         nf, ns = len(self.full_idx), len(self.swa_idx)
         new = lambda heads, rows: torch.zeros((b, heads, rows, d), dtype=self.dtype, device=self.device)
         self.full_k, self.full_v = new(nf, self.capacity), new(nf, self.capacity)
-        slots = self.sinks + self.window if ns else 0
+        # At most sinks + window slots, fewer while the sequence is shorter
+        # (position j < sinks + window sits in slot j; the ring grows with it).
+        slots = min(self.sinks + self.window, self.capacity) if ns else 0
         self.ring_k, self.ring_v = new(ns, slots), new(ns, slots)
         self.ring_pos = torch.full((slots,), -1, dtype=torch.long, device=self.device)
         self.keys = self.values = None  # no single (b, heads, T, d) tensor exists
@@ -117,6 +119,12 @@ class HybridLayer(CacheLayerMixin):
             self.full_v[:, :, start:end] = v[:, self.full_idx]
         if len(self.swa_idx):
             s, w = self.sinks, self.window
+            if self.ring_k.shape[2] < min(end, s + w):  # grown like the full heads, up to s + w slots
+                old = self.ring_k.shape[2]
+                cap = min(s + w, max(end, old + max(256, old // 4)))
+                grow = lambda t: torch.cat([t, t.new_zeros((*t.shape[:2], cap - old, t.shape[3]))], 2)
+                self.ring_k, self.ring_v = grow(self.ring_k), grow(self.ring_v)
+                self.ring_pos = torch.cat([self.ring_pos, self.ring_pos.new_full((cap - old,), -1)])
             pos = torch.arange(start, end, device=self.device)
             keep = (pos < s) | (pos > end - 1 - w)  # sinks, and the last w positions
             pos = pos[keep]

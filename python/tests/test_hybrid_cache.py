@@ -80,6 +80,29 @@ def test_hybrid_cache_generates_the_masked_forward_greedily(window, sinks):
     assert cache.bytes() == want
 
 
+def test_a_short_sequence_holds_only_its_positions_and_the_ring_grows_past_them():
+    # T < sinks + window: an SWA head holds T positions (the formula's
+    # min(T, sinks + window)); generating past it grows the ring to s + w.
+    window, sinks, tokens = 40, 2, 30
+    attention = bosch.hf.WindowedAttention(window, sinks, mask=MASK)
+    model = tiny_model(attention)
+    d = model.config.hidden_size // model.config.num_attention_heads
+    full_heads, swa_heads = int((~MASK).sum()), int(MASK.sum())
+    ids = torch.randint(0, 97, (1, tokens), generator=torch.Generator().manual_seed(5))
+    cache = attention.new_cache(capacity=tokens)
+    with torch.no_grad():
+        model(ids, past_key_values=cache)
+    assert cache.bytes() == 2 * d * 4 * (full_heads + swa_heads) * tokens
+    prompt = ids[:, :23]
+    cache = attention.new_cache(capacity=tokens)
+    with torch.no_grad():
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), past_key_values=cache,
+                             max_new_tokens=60, do_sample=False, pad_token_id=0)
+        full = model(out).logits[0, prompt.shape[1] - 1:-1]
+    assert torch.equal(full.argmax(-1), out[0, prompt.shape[1]:])
+    assert cache.layers[0].ring_k.shape[2] == sinks + window  # grew from 30 slots, then wrapped
+
+
 def test_hybrid_cache_with_a_preallocated_capacity_holds_the_formula_exactly():
     window, sinks, tokens = 16, 4, 120
     attention = bosch.hf.WindowedAttention(window, sinks, mask=MASK)
