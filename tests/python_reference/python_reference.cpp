@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     const bosch::Options options = bosch::options_from_json(in.at("options"), "options");
     bosch::Result r;
     if (in.contains("offsets")) {
-      SampledPlanted sp{p};
+      SampledPlanted sp{p, {}, 0.0};
       const auto flat = in.at("offsets").get<std::vector<double>>();
       if (flat.empty() || flat.size() % p.lay.size() != 0)
         throw bosch::invalid_argument("offsets: not a whole number of samples", argv[1]);
