@@ -234,17 +234,7 @@ class Objective {
     } else {
       s = static_cast<double>(evaluator_.evaluate(mask));
     }
-    const double secs = seconds_since(t0);
-    check_score(s);
-    ++evaluator_calls_;
-    EvaluationRecord rec;
-    rec.mask = mask;
-    rec.score = s;
-    rec.seconds = secs;
-    rec.forwards = cost() - c0;
-    forwards_ += rec.forwards;
-    record(std::move(rec), true);
-    return s;
+    return log_samples(mask, s, {}, t0, c0);
   }
 
   /// Scores of several masks, in order, as if evaluate() were called on each
@@ -551,10 +541,11 @@ class Objective {
     return log_samples(mask, s, std::move(v), t0, c0);
   }
 
-  /// Logs the record of `mask` scored through its per-sample scores `v`
-  /// (race order) with `score`, the seconds and cost since `t0` / `c0`, and,
-  /// for a record not scored in full (`partial`: raced out or screened), the
-  /// eliminated flag and the standard error `sd`. Returns `score`.
+  /// Logs the record of a mask this process scored: `score`, the seconds
+  /// and cost since `t0` / `c0`, its per-sample scores `v` (race order; none
+  /// when scored whole) and, for a record not scored in full (`partial`:
+  /// raced out or screened), the eliminated flag and the standard error
+  /// `sd`. Returns `score`; throws on a score that is not finite.
   double log_samples(const HeadMask& mask, double score, std::vector<double> v,
                      std::chrono::steady_clock::time_point t0, double c0, bool partial = false,
                      double sd = 0.0) {

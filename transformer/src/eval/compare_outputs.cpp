@@ -173,18 +173,21 @@ std::string comparison_markdown(const ComparisonResult& r, const ComparisonOptio
          << with_ci("%.1f", acc_value(swa->all, have_accuracy), acc_ci(swa->all, have_accuracy), 100.0)
          << " %, log-prob " << with_ci("%.4f", swa->all.mean_logprob, swa->all.logprob_ci) << ".\n\n";
 
-    md << "### Held-out " << acc_name << " (%)\n\n";
-    header("method", first_set);
-    for (const auto& m : r.methods) {
+    // A method's row: cell(report) at each ratio, "-" where it has none.
+    auto method_row = [&](const auto& m, auto&& cell) {
       md << "| " << m.name << " |";
       for (double x : r.ratios) {
         const auto* c = r.find(m.name, x);
         const auto* q = c ? c->report(key, primary) : nullptr;
-        md << " "
-           << (q ? with_ci("%.1f", acc_value(q->all, have_accuracy), acc_ci(q->all, have_accuracy), 100.0)
-                 : std::string("-"))
-           << " |";
+        md << " " << (q ? cell(*q) : std::string("-")) << " |";
       }
+    };
+    md << "### Held-out " << acc_name << " (%)\n\n";
+    header("method", first_set);
+    for (const auto& m : r.methods) {
+      method_row(m, [&](const auto& q) {
+        return with_ci("%.1f", acc_value(q.all, have_accuracy), acc_ci(q.all, have_accuracy), 100.0);
+      });
       if (first_set)
         md << " " << r.method_evaluations(m.name) << " | " << fmt("%.1f", r.method_forwards(m.name)) << " | "
            << fmt("%.1f", r.method_seconds(m.name)) << " |";
@@ -193,12 +196,7 @@ std::string comparison_markdown(const ComparisonResult& r, const ComparisonOptio
     md << "\n### Held-out answer log-probability (nats per token)\n\n";
     header("method", false);
     for (const auto& m : r.methods) {
-      md << "| " << m.name << " |";
-      for (double x : r.ratios) {
-        const auto* c = r.find(m.name, x);
-        const auto* q = c ? c->report(key, primary) : nullptr;
-        md << " " << (q ? with_ci("%.4f", q->all.mean_logprob, q->all.logprob_ci) : std::string("-")) << " |";
-      }
+      method_row(m, [&](const auto& q) { return with_ci("%.4f", q.all.mean_logprob, q.all.logprob_ci); });
       md << "\n";
     }
 

@@ -178,11 +178,12 @@ struct one_pass_state<B, true> {
 /// generated.back(): feeds generated.back(), then appends argmax tokens until
 /// `generated` holds `budget` tokens or the argmax is `eos` (not appended),
 /// as greedy_continue's incremental route does after its prefill.
-template <class B, class S>
-void decode_greedy(const B& backend, S& state, std::vector<int>& generated, int budget, int eos,
-                   const AttentionWindows& windows) {
-  if (generated.empty() || static_cast<int>(generated.size()) >= budget) return;
-  auto logits = backend.decode_step(state, generated.back(), windows);
+/// The greedy loop itself, from the `logits` of the token after
+/// generated.back() (or after the prompt): appends their argmax and decodes
+/// it, until `generated` holds `budget` tokens or the argmax is `eos`.
+template <class B, class S, class L>
+void greedy_from(const B& backend, S& state, L logits, std::vector<int>& generated, int budget, int eos,
+                 const AttentionWindows& windows) {
   while (true) {
     const int next = tasks::argmax(logits);
     if (next == eos) return;
@@ -190,6 +191,14 @@ void decode_greedy(const B& backend, S& state, std::vector<int>& generated, int 
     if (static_cast<int>(generated.size()) >= budget) return;
     logits = backend.decode_step(state, next, windows);
   }
+}
+
+template <class B, class S>
+void decode_greedy(const B& backend, S& state, std::vector<int>& generated, int budget, int eos,
+                   const AttentionWindows& windows) {
+  if (generated.empty() || static_cast<int>(generated.size()) >= budget) return;
+  greedy_from(backend, state, backend.decode_step(state, generated.back(), windows), generated, budget, eos,
+              windows);
 }
 }  // namespace detail
 
@@ -219,13 +228,8 @@ void greedy_continue(const B& backend, std::span<const int> prompt, std::vector<
         else
           return backend.prefill(seq, windows, &logits);
       }();
-      while (true) {
-        const int next = tasks::argmax(logits);
-        if (next == eos) return;
-        generated.push_back(next);
-        if (static_cast<int>(generated.size()) >= budget) return;
-        logits = backend.decode_step(state, next, windows);
-      }
+      detail::greedy_from(backend, state, std::move(logits), generated, budget, eos, windows);
+      return;
     }
   }
   while (static_cast<int>(generated.size()) < budget) {
