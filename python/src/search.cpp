@@ -257,9 +257,12 @@ PyCapabilities capabilities_of(nb::handle obj) {
   PyCapabilities c;
   if (!obj.is_valid() || obj.is_none()) return c;
   static const char* names[] = {"sample_count", "race_order", "score_samples", "reduce"};
+  // A capability is a method: an attribute that is not callable (a user's
+  // `cost` array, say) is no capability.
+  auto method = [&](const char* n) { return nb::hasattr(obj, n) && PyCallable_Check(obj.attr(n).ptr()); };
   std::string have, lack;
   for (const char* n : names) {
-    std::string& list = nb::hasattr(obj, n) ? have : lack;
+    std::string& list = method(n) ? have : lack;
     list += (list.empty() ? "" : ", ") + std::string(n);
   }
   if (!have.empty() && !lack.empty())
@@ -273,9 +276,9 @@ PyCapabilities capabilities_of(nb::handle obj) {
     c.score_samples.fn = obj.attr("score_samples");
     c.score_samples.takes_hint = accepts_hint(c.score_samples.fn);
     c.reduce = obj.attr("reduce");
-    if (nb::hasattr(obj, "race_block")) c.race_block = obj.attr("race_block");
+    if (method("race_block")) c.race_block = obj.attr("race_block");
   }
-  if (nb::hasattr(obj, "cost")) c.cost = obj.attr("cost");
+  if (method("cost")) c.cost = obj.attr("cost");
   return c;
 }
 

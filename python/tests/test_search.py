@@ -191,6 +191,12 @@ def test_a_half_racing_protocol_and_wrong_sample_counts_are_clear_errors():
     with pytest.raises(TypeError, match="has sample_count, race_order but not score_samples, reduce"):
         bosch.select(Half(), None, 0.5)
 
+    class Data(Planted):  # attributes that are no methods are no capabilities
+        reduce = 3
+        cost = np.ones(4)
+
+    assert bosch.select(Data(seed=2), LAYOUT, 0.5, seed=2).mask.sum() == 24
+
     class Short(SampledPlanted):
         def score_samples(self, mask, samples):
             return super().score_samples(mask, samples)[:-1]
