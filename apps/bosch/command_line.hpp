@@ -28,6 +28,7 @@
 #include "errors.hpp"
 
 #include <bosch/error.hpp>
+#include <bosch/io/shortest_text.hpp>
 
 #include <boost/program_options.hpp>
 
@@ -59,14 +60,7 @@ po::typed_value<bool>* flag_in_map(bool default_value);
 /// reads back to it ("(=0.05)", not "(=0.050000000000000003)", which
 /// Boost's lexical_cast prints for a double):
 ///   d.add_options()("level", cli::number(&level), "...");
-/// The shortest text that reads back to `x` (what number() shows).
-template <class T>
-  requires std::is_arithmetic_v<T>
-std::string shortest_text(T x) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);
-  return std::string(buf, r.ptr);
-}
+using io::shortest_text;  // what number() shows
 template <class T>
   requires std::is_arithmetic_v<T>
 po::typed_value<T>* number(T* target) {

@@ -18,12 +18,6 @@ std::string long_name(const Field& f) {
   return option_name(f.name).substr(2);
 }
 
-std::string number_text(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
-
 /// A value as --help shows it and as parse_value reads it back.
 template <class T>
 std::string value_text(const T& v) {
@@ -31,10 +25,10 @@ std::string value_text(const T& v) {
     return to_string(v);
   } else if constexpr (std::is_same_v<T, std::vector<double>>) {
     std::string s;
-    for (double x : v) s += (s.empty() ? "" : ",") + number_text(x);
+    for (double x : v) s += (s.empty() ? "" : ",") + shortest_text(x);
     return s;
   } else if constexpr (std::is_floating_point_v<T>) {
-    return number_text(v);
+    return shortest_text(v);
   } else {
     return std::to_string(v);
   }

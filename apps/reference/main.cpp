@@ -9,6 +9,7 @@
 //   bosch_reference --write FILE  write it (after changing a table)
 
 #include <bosch/io/atomic_file.hpp>
+#include <bosch/io/shortest_text.hpp>
 #include <bosch/options.hpp>
 #include <bosch/run/settings.hpp>
 
@@ -21,12 +22,6 @@
 
 namespace {
 
-std::string number(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
-
 template <class T>
 std::string shown(const T& v) {
   if constexpr (std::is_same_v<T, std::vector<bosch::tasks::TaskKind>>) return bosch::task_list_string(v);
@@ -37,7 +32,7 @@ std::string shown(const T& v) {
     std::string s;
     for (double x : v) {
       if (!s.empty()) s += ',';
-      s += number(x);
+      s += bosch::io::shortest_text(x);
     }
     return s;
   } else if constexpr (std::is_same_v<T, std::vector<bosch::HeadMask>>) return "none";
@@ -45,7 +40,7 @@ std::string shown(const T& v) {
   else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
   else if constexpr (std::is_same_v<T, bosch::cpu::Precision>) return std::string(bosch::cpu::to_string(v));
   else if constexpr (std::is_enum_v<T>) return to_string(v);
-  else if constexpr (std::is_floating_point_v<T>) return number(v);
+  else if constexpr (std::is_floating_point_v<T>) return bosch::io::shortest_text(v);
   else return std::to_string(v);
 }
 

@@ -45,6 +45,7 @@
 #include <bosch/error.hpp>
 #include <bosch/io/atomic_file.hpp>
 #include <bosch/io/mask_io.hpp>
+#include <bosch/io/shortest_text.hpp>
 #include <bosch/mask.hpp>
 
 #include <nlohmann/json.hpp>
@@ -232,12 +233,6 @@ inline std::vector<double> duo_head_scores(const HeadMask& mask, const std::vect
   return scores;
 }
 
-/// The shortest text that reads back as exactly `v`.
-inline std::string shortest_double(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
-}
 
 /// The TSV text of per-head scores (layers rows of KV-head values).
 inline std::string scores_to_tsv(const HeadLayout& layout, const std::vector<double>& scores) {
@@ -245,7 +240,7 @@ inline std::string scores_to_tsv(const HeadLayout& layout, const std::vector<dou
   for (int layer = 0; layer < layout.num_layers; ++layer) {
     for (int k = 0; k < layout.num_kv_heads; ++k) {
       if (k) s += '\t';
-      s += shortest_double(scores[static_cast<std::size_t>(layer) * static_cast<std::size_t>(layout.num_kv_heads) +
+      s += shortest_text(scores[static_cast<std::size_t>(layer) * static_cast<std::size_t>(layout.num_kv_heads) +
                                   static_cast<std::size_t>(k)]);
     }
     s += '\n';
