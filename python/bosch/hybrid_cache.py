@@ -42,6 +42,12 @@ class HybridStep:
         return (*self.keys.shape[:2], self.start + self.keys.shape[2], self.keys.shape[3])
 
 
+def _grown(old, end):
+    """Rows to grow a buffer of `old` rows to when it must hold `end`: by a
+    quarter, at least 256 (amortized copies stay O(T))."""
+    return max(end, old + max(256, old // 4))
+
+
 class HybridLayer(CacheLayerMixin):
     """One layer's cache: full heads in a growing buffer, SWA heads in a ring."""
 
@@ -112,7 +118,7 @@ class HybridLayer(CacheLayerMixin):
                 # O(T), and the rows held past T at most T / 4 (new_cache's
                 # capacity avoids both).
                 old = self.full_k.shape[2]
-                cap = max(end, old + max(256, old // 4))
+                cap = _grown(old, end)
                 grow = lambda t: torch.cat([t[:, :, :start], t.new_zeros((*t.shape[:2], cap - start, t.shape[3]))], 2)
                 self.full_k, self.full_v = grow(self.full_k), grow(self.full_v)
             self.full_k[:, :, start:end] = k[:, self.full_idx]
@@ -121,7 +127,7 @@ class HybridLayer(CacheLayerMixin):
             s, w = self.sinks, self.window
             if self.ring_k.shape[2] < min(end, s + w):  # grown like the full heads, up to s + w slots
                 old = self.ring_k.shape[2]
-                cap = min(s + w, max(end, old + max(256, old // 4)))
+                cap = min(s + w, _grown(old, end))
                 grow = lambda t: torch.cat([t, t.new_zeros((*t.shape[:2], cap - old, t.shape[3]))], 2)
                 self.ring_k, self.ring_v = grow(self.ring_k), grow(self.ring_v)
                 self.ring_pos = torch.cat([self.ring_pos, self.ring_pos.new_full((cap - old,), -1)])
