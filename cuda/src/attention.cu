@@ -4,6 +4,7 @@
 // (head_dim 64/128) and a CUDA-core kernel for any head_dim <= 256.
 // Contract: kernels.hpp (AttentionArgs); tile walk: bosch/cuda/attention_tiles.hpp.
 
+#include "attention_step.cuh"
 #include "check.hpp"
 #include "device_types.cuh"
 #include "kernels.hpp"
@@ -15,8 +16,6 @@
 
 namespace bosch::cuda::detail {
 namespace {
-
-constexpr float kLog2e = 1.4426950408889634f;
 
 // D += A B for one m16n8k16 tile: A 16x16 (row-major fragment, 4 registers of
 // two 16-bit values), B 16x8 (column fragment, 2 registers), D 16x8 fp32.
@@ -258,7 +257,9 @@ __global__ void __launch_bounds__(WARPS * 32) attention_tc_kernel(AttentionArgs 
 // CUDA-core kernel: one warp per query row (rows q0 + warp, q0 + warp + WARPS,
 // ...), lane holding dims lane, lane + 32, ...; keys visited one at a time,
 // only the visible ones (sinks [0, min(s, lo)), then the window [lo, i]);
-// scores by a fixed-order butterfly; online softmax in fp32 (P not rounded).
+// per key warp_row_attend (attention_step.cuh, as the decode kernel): scores
+// by a fixed-order butterfly, online softmax in fp32 (P not rounded).
+// CPU reference: attention_ref in tests/cuda/kernels_test.cpp.
 constexpr int kSimpleWarps = 4;
 constexpr int kSimpleMaxDim = 256;
 
@@ -285,37 +286,14 @@ __global__ void __launch_bounds__(kSimpleWarps * 32) attention_simple_kernel(Att
   for (int i = tile.q0 + warp; i < tile.q1; i += kSimpleWarps) {
     const T* qr = qp + static_cast<std::size_t>(base + i) * q_stride + static_cast<std::size_t>(h) * d;
     float qv[E], ov[E];
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int c = lane + 32 * e;
-      qv[e] = c < d ? to_float<T>(qr[c]) : 0.0f;
-      ov[e] = 0.0f;
-    }
+    warp_row_begin<T>(qr, d, lane, qv, ov);
     float m = -INFINITY;
     float l = 0.0f;
     const int lo = window > 0 ? max(0, i - window + 1) : 0;
     const int sink_end = window > 0 ? min(sinks, lo) : 0;
     auto visit = [&](int j) {
       const std::size_t off = static_cast<std::size_t>(base + j) * kv_stride + static_cast<std::size_t>(g) * d;
-      const T* kr = kp + off;
-      const T* vr = vp + off;
-      float dot = 0.0f;
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const int c = lane + 32 * e;
-        if (c < d) dot += qv[e] * to_float<T>(kr[c]);
-      }
-      const float x = warp_sum(dot) * scale;
-      const float mn = fmaxf(m, x);
-      const float alpha = exp2f(m - mn);
-      const float p = exp2f(x - mn);
-      l = l * alpha + p;
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const int c = lane + 32 * e;
-        if (c < d) ov[e] = ov[e] * alpha + p * to_float<T>(vr[c]);
-      }
-      m = mn;
+      warp_row_attend<T>(qv, kp + off, vp + off, d, lane, scale, m, l, ov);
     };
     for (int j = 0; j < sink_end; ++j) visit(j);
     for (int j = lo; j <= i; ++j) visit(j);

@@ -5,6 +5,7 @@
 // Contracts: kernels.hpp (KvCacheArgs, DecodeAttentionArgs); slots:
 // bosch/model/kv_slots.hpp, shared with the CPU cache.
 
+#include "attention_step.cuh"
 #include "check.hpp"
 #include "device_types.cuh"
 #include "kernels.hpp"
@@ -17,7 +18,6 @@
 namespace bosch::cuda::detail {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kMaxDim = 256;       // as the CUDA-core attention kernel
 constexpr int kDecodeWarps = 4;    // warps per (query head, key chunk) block
 constexpr int kChunkKeys = 128;    // keys per block
@@ -49,9 +49,11 @@ __global__ void __launch_bounds__(kWriteThreads)
 
 // Block (query head h, chunk c): keys t in [c * kChunkKeys, (c + 1) * kChunkKeys)
 // of the head's read list (kv::reads), warp w taking t = t0 + w, t0 + w + 4,
-// ...; lanes hold dims lane, lane + 32, ...; per key a fixed-order butterfly
-// dot product and an fp32 online softmax in log2 units. The warps' states are
-// combined in warp order; the block writes (max, sum, output[d]).
+// ...; lanes hold dims lane, lane + 32, ...; per key warp_row_attend
+// (attention_step.cuh, as the CUDA-core forward kernel): a fixed-order
+// butterfly dot product and an fp32 online softmax in log2 units. The warps'
+// states are combined in warp order; the block writes (max, sum, output[d]).
+// CPU reference: decode_ref in tests/cuda/kernels_test.cpp.
 template <class T>
 __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(DecodeAttentionArgs a) {
   constexpr int E = kMaxDim / 32;
@@ -77,36 +79,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) decode_attention_kernel(Dec
   const T* kb = static_cast<const T*>(c.k) + base;
   const T* vb = static_cast<const T*>(c.v) + base;
   float qv[E], ov[E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    const int col = lane + 32 * e;
-    qv[e] = col < d ? to_float<T>(qr[col]) : 0.0f;
-    ov[e] = 0.0f;
-  }
+  warp_row_begin<T>(qr, d, lane, qv, ov);
   const float scale = a.scale * kLog2e;
   float m = -INFINITY;
   float l = 0.0f;
   for (int t = t0 + warp; t < t1; t += kDecodeWarps) {
     const std::size_t row = static_cast<std::size_t>(kv::slot(swa, window, c.sinks, reads.at(t))) * d;
-    const T* kr = kb + row;
-    const T* vr = vb + row;
-    float dot = 0.0f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int col = lane + 32 * e;
-      if (col < d) dot += qv[e] * to_float<T>(kr[col]);
-    }
-    const float x = warp_sum(dot) * scale;
-    const float mn = fmaxf(m, x);
-    const float alpha = exp2f(m - mn);  // 0 for the first key (m = -inf)
-    const float p = exp2f(x - mn);
-    l = l * alpha + p;
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int col = lane + 32 * e;
-      if (col < d) ov[e] = ov[e] * alpha + p * to_float<T>(vr[col]);
-    }
-    m = mn;
+    warp_row_attend<T>(qv, kb + row, vb + row, d, lane, scale, m, l, ov);
   }
   if (lane == 0) {
     sm_m[warp] = m;
