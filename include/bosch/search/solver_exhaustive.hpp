@@ -7,6 +7,12 @@
 
 #include <bosch/search/solver_common.hpp>
 
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <utility>
+#include <vector>
+
 namespace bosch::search {
 
 /// Enumerates every feasible point (lexicographic per group, last group

@@ -3,148 +3,147 @@
 
 /// @file search/solver_penalized.hpp
 /// The penalized bit-flip (1+lambda) evolution with repair, the analogue of
-/// the paper's loss (see solvers.hpp).
+/// the paper's loss, as a policy of the generation loop (solver_loop.hpp; the
+/// algorithm: solvers.hpp).
 
-#include <bosch/search/solver_common.hpp>
+#include <bosch/objective.hpp>
+#include <bosch/search/solver_loop.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
 
 namespace bosch::search {
 
-/// Penalized bit-flip (1+lambda) evolution with repair (see the file comment).
-template <class O>
-SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
-  const std::size_t e0 = obj.evaluations();
-  engine g(p.stream);
-  std::vector<std::pair<std::vector<std::uint8_t>, double>> history;
-  detail::best_tracker best;  // feasible, by score
-  const std::size_t n = p.units.size();
-  const std::vector<std::uint8_t> start = unit_state(p, p.start);
+namespace detail {
+
+/// The penalized search: free bit flips, the pick and the acceptance by the
+/// loss L (the pick maximizes -L), a repair of the best-L point at the end.
+struct penalized_policy {
+  static constexpr std::size_t held_back = 1;  ///< for the repair
+  static constexpr bool exact_counts = false;
+  static constexpr bool competes = false;  ///< proposals are judged by L, not by their score
+  std::vector<std::uint8_t> start;
   std::vector<int> targets, sizes;
-  for (const auto& grp : p.groups) {
-    targets.push_back(grp.count);
-    sizes.push_back(static_cast<int>(grp.units.size()));
-  }
-  const double total_bits = static_cast<double>(p.start.size());
-  auto loss = [&](const std::vector<std::uint8_t>& s, double score) {
+  double rate = 0;  ///< the mutation rate
+  double parent_loss = 0;
+  std::vector<std::uint8_t> best_l;  ///< the best point by L
+  double best_loss = 0;
+  int stagnation = 0;  ///< generations without a new best L
+
+  /// L = -S^ + penalty (per-layer or global, Options::penalty_scope).
+  double loss(const auto& r, const std::vector<std::uint8_t>& s, double score) const {
     double pen;
-    if (o.penalty_scope == PenaltyScope::per_layer) {
-      const auto c = group_counts(p, s);
-      pen = per_layer_penalty(o.alpha, c, targets, sizes);
+    if (r.o.penalty_scope == PenaltyScope::per_layer) {
+      const auto c = group_counts(r.p, s);
+      pen = per_layer_penalty(r.o.alpha, c, targets, sizes);
     } else {
+      const double total_bits = static_cast<double>(r.p.start.size());
       double delta = 0.0;
-      for (std::size_t u = 0; u < n; ++u)
+      for (std::size_t u = 0; u < s.size(); ++u)
         delta += (static_cast<double>(s[u]) - static_cast<double>(start[u])) *
-                 static_cast<double>(p.units[u].size());
-      pen = o.alpha * (delta / total_bits) * (delta / total_bits);
+                 static_cast<double>(r.p.units[u].size());
+      pen = r.o.alpha * (delta / total_bits) * (delta / total_bits);
     }
-    return -obj.normalized(score) + pen;
-  };
-  auto note = [&](const std::vector<std::uint8_t>& s, double v) {
-    history.emplace_back(s, v);
-    if (feasible(p, s)) best.offer(s, v);
-  };
+    return -r.obj.normalized(score) + pen;
+  }
 
-  std::vector<std::uint8_t> parent = start;
-  HeadMask parent_mask = p.start;
-  std::optional<double> ps;
-  if (obj.known(p.start) || detail::allowance(obj, p, e0, 1) > 0)
-    ps = obj.evaluate(p.start, p.reference);
-  if (!ps) return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
-  note(parent, *ps);
-  double parent_loss = loss(parent, *ps);
-  std::vector<std::uint8_t> best_l = parent;
-  double best_loss = parent_loss;
-
-  const double rate = o.mutation_rate > 0.0 ? o.mutation_rate : 1.0 / static_cast<double>(n);
-  auto mutate = [&](std::vector<std::uint8_t>& s, double r) {
+  /// Flips each unit with probability `p_flip`, one at random when none flipped.
+  static void mutate(auto& r, std::vector<std::uint8_t>& s, double p_flip) {
     bool flipped = false;
-    for (std::size_t u = 0; u < n; ++u)
-      if (uniform01(g) < r) {
+    for (std::size_t u = 0; u < s.size(); ++u)
+      if (uniform01(r.g) < p_flip) {
         s[u] ^= 1;
         flipped = true;
       }
-    if (!flipped) s[static_cast<std::size_t>(uniform_int(g, 0, static_cast<int>(n) - 1))] ^= 1;
-  };
-
-  int stagnation = 0, idle = 0;
-  while (!obj.stopped()) {
-    // Hold one evaluation back for the repair.
-    const std::size_t nprop = detail::allowance(obj, p, e0, static_cast<std::size_t>(o.lambda), 1);
-    if (nprop == 0) break;
-    std::vector<std::vector<std::uint8_t>> props;
-    std::vector<HeadMask> masks;
-    for (std::size_t j = 0; j < nprop; ++j)
-      for (int attempt = 0; attempt < 16; ++attempt) {
-        auto child = parent;
-        mutate(child, rate * (1 + idle));
-        HeadMask cm = apply_state(p, child);
-        if (obj.known(cm) || std::find(masks.begin(), masks.end(), cm) != masks.end()) continue;
-        props.push_back(std::move(child));
-        masks.push_back(std::move(cm));
-        break;
-      }
-    if (props.empty()) {
-      if (++idle > 32) break;
-      continue;
-    }
-    idle = 0;
-    const auto scores = obj.evaluate_many(masks, &parent_mask);
-    std::optional<std::size_t> pick;
-    double pick_loss = 0.0;
-    for (std::size_t j = 0; j < props.size(); ++j) {
-      if (!scores[j]) continue;
-      note(props[j], *scores[j]);
-      const double l = loss(props[j], *scores[j]);
-      if (!pick || l < pick_loss) {
-        pick = j;
-        pick_loss = l;
-      }
-    }
-    if (!pick) break;
-    if (pick_loss < parent_loss || (o.accept_equal && pick_loss == parent_loss)) {
-      parent = props[*pick];
-      parent_mask = masks[*pick];
-      parent_loss = pick_loss;
-    }
-    if (pick_loss < best_loss) {
-      best_l = props[*pick];
-      best_loss = pick_loss;
-      stagnation = 0;
-    } else if (++stagnation >= o.restart_after) {
-      if (detail::allowance(obj, p, e0, 1, 1) == 0) break;
-      stagnation = 0;
-      parent = best_l;
-      parent_mask = apply_state(p, parent);
-      parent_loss = best_loss;
-      mutate(parent, std::min(0.5, 4.0 * rate));
-      HeadMask rm = apply_state(p, parent);
-      if (obj.known(rm)) {
-        parent_loss = loss(parent, *obj.cached(rm));
-        parent_mask = std::move(rm);
-      } else {
-        auto v = obj.evaluate(rm, &parent_mask);
-        if (!v) break;
-        note(parent, *v);
-        parent_loss = loss(parent, *v);
-        parent_mask = std::move(rm);
-        if (parent_loss < best_loss) {
-          best_l = parent;
-          best_loss = parent_loss;
-        }
-      }
-    }
+    if (!flipped) s[static_cast<std::size_t>(uniform_int(r.g, 0, static_cast<int>(s.size()) - 1))] ^= 1;
   }
 
-  // Repair the best-L point to exact counts using marginal estimates.
-  if (!feasible(p, best_l) && !obj.stopped()) {
+  bool begin(const auto& r) {
+    start = r.parent;
+    for (const auto& grp : r.p.groups) {
+      targets.push_back(grp.count);
+      sizes.push_back(static_cast<int>(grp.units.size()));
+    }
+    parent_loss = loss(r, r.parent, r.parent_score);
+    best_l = r.parent;
+    best_loss = parent_loss;
+    rate = r.o.mutation_rate > 0.0 ? r.o.mutation_rate : 1.0 / static_cast<double>(start.size());
+    return true;
+  }
+
+  generation propose(auto& r, std::size_t n) {
+    return r.draw(n, [&](std::vector<std::uint8_t>& s) { mutate(r, s, rate * (1 + r.idle)); });
+  }
+
+  bool on_no_proposals(const auto& r) const { return r.idle <= 32; }
+
+  double value(const auto& r, const std::vector<std::uint8_t>& s, double score) const {
+    return -loss(r, s, score);
+  }
+
+  bool accept(auto& r, const generation& gen) {
+    const std::size_t j = *gen.pick;
+    const double l = -gen.pick_value;
+    if (l < parent_loss || (r.o.accept_equal && l == parent_loss)) {
+      r.move_to(gen.states[j], gen.masks[j], *gen.scores[j]);
+      parent_loss = l;
+    }
+    if (l < best_loss) {
+      best_l = gen.states[j];
+      best_loss = l;
+      stagnation = 0;
+      return true;
+    }
+    return ++stagnation < r.o.restart_after || restart(r);
+  }
+
+  /// The parent restarts from the best-L point, mutated at 4 times the rate
+  /// (at most 0.5). False when the budget (one held back) allows no evaluation.
+  bool restart(auto& r) {
+    if (r.allow(1, held_back) == 0) return false;
+    stagnation = 0;
+    r.parent = best_l;
+    r.parent_mask = apply_state(r.p, r.parent);
+    mutate(r, r.parent, std::min(0.5, 4.0 * rate));
+    HeadMask rm = apply_state(r.p, r.parent);
+    // A mask scored before costs nothing; one a race eliminated (known, no
+    // full score) is scored in full below, from the samples it has.
+    if (const std::optional<double> known = r.obj.cached(rm)) {
+      r.parent_score = *known;
+      parent_loss = loss(r, r.parent, r.parent_score);
+      r.parent_mask = std::move(rm);
+      return true;
+    }
+    auto v = r.obj.evaluate(rm, &r.parent_mask);
+    if (!v) return false;
+    r.record(r.parent, *v);
+    r.parent_score = *v;
+    parent_loss = loss(r, r.parent, *v);
+    r.parent_mask = std::move(rm);
+    if (parent_loss < best_loss) {
+      best_l = r.parent;
+      best_loss = parent_loss;
+    }
+    return true;
+  }
+
+  /// Repairs the best-L point to the exact counts with marginal estimates
+  /// (see solvers.hpp) and evaluates it, unless it is feasible.
+  void end(auto& r) const {
+    if (feasible(r.p, best_l) || r.obj.stopped()) return;
+    const std::size_t n = best_l.size();
     std::vector<double> sum_on(n, 0.0), sum_off(n, 0.0);
     std::vector<int> n_on(n, 0), n_off(n, 0);
-    for (const auto& [s, v] : history)
+    for (const auto& [s, v] : r.history)
       for (std::size_t u = 0; u < n; ++u) {
         if (s[u]) {
-          sum_on[u] += obj.normalized(v);
+          sum_on[u] += r.obj.normalized(v);
           ++n_on[u];
         } else {
-          sum_off[u] += obj.normalized(v);
+          sum_off[u] += r.obj.normalized(v);
           ++n_off[u];
         }
       }
@@ -152,7 +151,7 @@ SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
     for (std::size_t u = 0; u < n; ++u)
       if (n_on[u] > 0 && n_off[u] > 0) est[u] = sum_on[u] / n_on[u] - sum_off[u] / n_off[u];
     auto repaired = best_l;
-    for (const auto& grp : p.groups) {
+    for (const auto& grp : r.p.groups) {
       std::vector<int> on, off;
       for (int u : grp.units) (repaired[static_cast<std::size_t>(u)] ? on : off).push_back(u);
       auto by_est = [&](int a, int b) {
@@ -172,12 +171,19 @@ SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
           repaired[static_cast<std::size_t>(off[i])] = 1;
       }
     }
-    HeadMask rm = apply_state(p, repaired);
+    HeadMask rm = apply_state(r.p, repaired);
     std::optional<double> v;
-    if (obj.known(rm) || detail::allowance(obj, p, e0, 1) > 0) v = obj.evaluate(rm, &parent_mask);
-    if (v) note(repaired, *v);
+    if (r.obj.known(rm) || r.allow(1) > 0) v = r.obj.evaluate(rm, &r.parent_mask);
+    if (v) r.record(repaired, *v);
   }
-  return detail::finish(p, best, obj.evaluations() - e0, std::move(history));
+};
+
+}  // namespace detail
+
+/// Penalized bit-flip (1+lambda) evolution with repair (see solvers.hpp).
+template <class O>
+SubResult solve_penalized(O& obj, const SubProblem& p, const Options& o) {
+  return detail::local_search(obj, p, o, detail::penalized_policy{});
 }
 
 }  // namespace bosch::search

@@ -33,12 +33,18 @@
 ///   full units with the highest, marginal estimate mean S^ with the unit SWA
 ///   minus mean S^ with it full, over this solve's evaluations; ties by unit
 ///   order) and evaluated. The result is the best feasible point seen.
+/// - surrogate: the swap moves, chosen by a surrogate model of the objective
+///   fitted to the evaluation log (solver_surrogate.hpp).
 ///
-/// All proposals of a generation are generated before any is evaluated and
-/// are evaluated together (Objective::evaluate_many), so batching never
-/// changes the result.
+/// Swap, surrogate and penalized run one generation loop (solver_loop.hpp)
+/// and differ by the policy they give it: how a generation is proposed, what
+/// happens when no new proposal is found, what the pick maximizes, and how the
+/// parent moves and restarts. All proposals of a generation are generated
+/// before any is evaluated and are evaluated together (Objective::compete for
+/// swap and surrogate, whose proposals may be raced against the parent;
+/// Objective::evaluate_many for penalized), so batching never changes the
+/// result.
 #include <bosch/options.hpp>
-#include <bosch/search/solver_common.hpp>
 #include <bosch/search/solver_exhaustive.hpp>
 #include <bosch/search/solver_penalized.hpp>
 #include <bosch/search/solver_surrogate.hpp>
