@@ -16,18 +16,11 @@ model::Config read_model_config(const std::string& path) {
 }
 
 model::Model load_model(const RunSettings& s, const OutputOptions& out) {
-  model::Model m;
   try {
-    m = model::load(s.model);
+    return open_model(s, [&out](const std::string& line) { out.info() << line; });
   } catch (const bosch::invalid_argument& e) {
     throw runtime_failure(e.what());
   }
-  out.info() << model_summary(m);
-  const int cores = usable_threads(s.threads);
-  if (cores < s.threads)
-    out.info() << "bosch: warning: --threads " << s.threads << " exceeds the " << cores
-               << " hardware threads; using " << cores << "\n";
-  return m;
 }
 
 ModelRun make_model_run(const RunSettings& s, const OutputOptions& out) {
@@ -41,9 +34,7 @@ ModelRun make_model_run(const RunSettings& s, const OutputOptions& out) {
 }
 
 cpu::Backend make_cpu_backend(const model::Model& model, const RunSettings& s) {
-  cpu::Options co;
-  co.threads = usable_threads(s.threads);
-  return make_backend<cpu::Backend>(model, co);
+  return make_backend<cpu::Backend>(model, cpu_options(s));
 }
 
 }  // namespace bosch::cli

@@ -13,6 +13,7 @@
 #include <bosch/cpu/backend.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/run/model_run.hpp>
+#include <bosch/run/open_model.hpp>
 #include <bosch/run/settings.hpp>
 #ifdef BOSCH_HAVE_CUDA
 #include <bosch/cuda/backend.hpp>
@@ -27,9 +28,8 @@ namespace bosch::cli {
 /// cannot use is a runtime failure (exit 1).
 model::Config read_model_config(const std::string& path);
 
-/// Loads the model of `s` and prints model_summary() to out.info() (and a
-/// warning when s.threads exceeds the hardware threads). A model the library
-/// cannot use is a runtime failure (exit 1).
+/// open_model(s) (bosch/run/open_model.hpp) with its lines on out.info(). A
+/// model the library cannot use is a runtime failure (exit 1).
 model::Model load_model(const RunSettings& s, const OutputOptions& out);
 
 /// The ModelRun of `s` (bosch/run/model_run.hpp), its lines on out.info(); a
@@ -63,7 +63,7 @@ decltype(auto) with_backend(const model::Model& model, const RunSettings& s, F&&
     return f(backend);
   }
 #endif
-  if (s.device == Device::cuda) throw usage_error("this build has no CUDA support (use --device cpu)");
+  check_device(s);
   const auto backend = make_cpu_backend(model, s);
   return f(backend);
 }

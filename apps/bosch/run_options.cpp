@@ -3,6 +3,8 @@
 
 #include "run_options.hpp"
 
+#include <bosch/run/open_model.hpp>
+
 #include <algorithm>
 #include <type_traits>
 
@@ -160,9 +162,7 @@ RunSettings RunOptions::resolve(const po::variables_map& vm, RunSettings base) c
   });
   if (takes(SettingGroup::model, "model") && base.model.empty())
     throw usage_error("no model given (--model PATH or a positional MODEL)");
-#ifndef BOSCH_HAVE_CUDA
-  if (base.device == Device::cuda) throw usage_error("this build has no CUDA support (use --device cpu)");
-#endif
+  for_option("--device", [&] { check_device(base); });
   // The checks across settings; a command without the model group (no
   // model path to check) or without tasks checks only what it takes.
   RunSettings checked = base;

@@ -67,10 +67,24 @@ const char* role_of(bosch::SettingRole r) {
   return "?";
 }
 
+const char* role_of(bosch::FieldRole r) {
+  return r == bosch::FieldRole::search ? "scores" : "run";
+}
+
 std::string escape(std::string_view text) {
   std::string s;
   for (char c : text) s += c == '|' ? std::string("\\|") : std::string(1, c);
   return s;
+}
+
+/// One table row per field of `defaults`' table (for_each_setting or for_each_option).
+template <class T, class ForEach>
+void rows(std::ostream& o, const T& defaults, ForEach for_each) {
+  o << "| name | command line | default | changes | meaning |\n|---|---|---|---|---|\n";
+  for_each([&](const auto& f) {
+    o << "| `" << f.name << "` | `" << flag_of(f.name, f.cli) << "` | " << escape(shown(defaults.*f.member))
+      << " | " << role_of(f.role) << " | " << escape(f.help) << " |\n";
+  });
 }
 
 std::string reference() {
@@ -85,23 +99,15 @@ std::string reference() {
        "suite, the windows. Keyword of `bosch.TransformerEvaluator` = JSON key of the mask\n"
        "metadata = C++ member. *Changes*: `scores` settings change the calibration scores\n"
        "(a run's identity: a resume must match them), `report` only the held-out report,\n"
-       "`run` only how the run is carried out.\n\n"
-       "| setting | command line | default | changes | meaning |\n|---|---|---|---|---|\n";
-  const bosch::RunSettings settings;
-  bosch::for_each_setting([&](const auto& f) {
-    o << "| `" << f.name << "` | `" << flag_of(f.name, f.cli) << "` | " << escape(shown(settings.*f.member))
-      << " | " << role_of(f.role) << " | " << escape(f.help) << " |\n";
-  });
+       "`run` only how the run is carried out.\n\n";
+  rows(o, bosch::RunSettings{}, [](auto f) { bosch::for_each_setting(f); });
   o << "\n## Search options (`bosch::Options`, `bosch::for_each_option`)\n\n"
        "Every knob of `bosch::select` (docs/algorithm.md explains them). Keyword of\n"
        "`bosch.select` and attribute of `bosch.Options` = C++ member; `bosch select` and\n"
-       "`bosch compare` take each as an option (`--initial-masks` is `--init FILE...`).\n\n"
-       "| option | command line | default | meaning |\n|---|---|---|---|\n";
-  const bosch::Options options;
-  bosch::for_each_option([&](const auto& f) {
-    o << "| `" << f.name << "` | `" << flag_of(f.name, f.cli) << "` | " << escape(shown(options.*f.member))
-      << " | " << escape(f.help) << " |\n";
-  });
+       "`bosch compare` take each as an option (`--initial-masks` is `--init FILE...`).\n"
+       "*Changes*: `scores` options are part of a search's identity (a resume must match\n"
+       "them), `run` options only how it is carried out (a resume may change them).\n\n";
+  rows(o, bosch::Options{}, [](auto f) { bosch::for_each_option(f); });
   return o.str();
 }
 

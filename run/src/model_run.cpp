@@ -2,6 +2,7 @@
 // ModelRun: the bundled evaluator set up from RunSettings (see bosch/run/model_run.hpp).
 
 #include <bosch/run/model_run.hpp>
+#include <bosch/run/open_model.hpp>
 
 #include <bosch/cpu/backend.hpp>
 #include <bosch/model/loader.hpp>
@@ -13,25 +14,9 @@
 #include <cstdio>
 #include <map>
 #include <optional>
-#include <thread>
 #include <utility>
 
 namespace bosch {
-
-int usable_threads(int requested) {
-  const unsigned hw = std::thread::hardware_concurrency();
-  if (hw == 0 || requested <= static_cast<int>(hw)) return requested;
-  return static_cast<int>(hw);
-}
-
-std::string model_summary(const model::Model& m) {
-  const auto& c = m.config;
-  char params[32];
-  const double n = static_cast<double>(m.parameter_count());
-  std::snprintf(params, sizeof params, n < 1e9 ? "%.3gM" : "%.3gB", n < 1e9 ? n / 1e6 : n / 1e9);
-  return "model: " + (c.name.empty() ? m.source.filename().string() : c.name) + " (" + model::to_string(c.arch) +
-         ", " + to_string(c.layout()) + " heads, " + params + " parameters)\n";
-}
 
 /// What differs between the devices: the backend and its evaluator.
 struct ModelRun::Impl {
@@ -117,11 +102,7 @@ struct BackendImpl final : ModelRun::Impl {
   const cpu::Backend* cpu_report_backend() const override {
     if constexpr (std::is_same_v<B, cpu::Backend>) {
       if (backend_holder.backend.precision().precision == cpu::Precision::fp32) return &backend_holder.backend;
-      if (!report_backend) {
-        cpu::Options co;
-        co.threads = usable_threads(settings.threads);
-        report_backend.emplace(backend_holder.model, co);
-      }
+      if (!report_backend) report_backend.emplace(backend_holder.model, cpu_options(settings));
       return &*report_backend;
     }
     return nullptr;
@@ -147,18 +128,9 @@ void emit(const InfoSink& info, const std::string& line) {
 
 ModelRun::ModelRun(RunSettings settings, const InfoSink& info) {
   validate(settings);
-#ifndef BOSCH_HAVE_CUDA
-  if (settings.device == Device::cuda)
-    throw invalid_argument(
-        "this build has no CUDA backend (build bosch where nvcc is found, with BOSCH_WITH_CUDA=ON)", "device");
-#endif
+  check_device(settings);
   validate_for_model(settings, model::read_config(settings.model));
-  model::Model m = model::load(settings.model);
-  emit(info, model_summary(m));
-  const int threads = usable_threads(settings.threads);
-  if (threads < settings.threads)
-    emit(info, "bosch: warning: --threads " + std::to_string(settings.threads) + " exceeds the " +
-                   std::to_string(threads) + " hardware threads; using " + std::to_string(threads) + "\n");
+  model::Model m = open_model(settings, info);
   const TaskSuiteOptions suite = settings.suite();
   tasks::TaskSet calibration = make_task_suite(suite, m.tokenizer, false).calibration;
   emit(info, "tasks: " + std::to_string(calibration.samples.size()) + " calibration samples (" +
@@ -166,8 +138,7 @@ ModelRun::ModelRun(RunSettings settings, const InfoSink& info) {
                  " tokens\n");
   tasks::TaskSet calib_copy = calibration;
   if (settings.device == Device::cpu) {
-    cpu::Options co;
-    co.threads = threads;
+    cpu::Options co = cpu_options(settings);
     co.precision = settings.precision;
     impl_ = std::make_unique<BackendImpl<cpu::Backend>>(settings, std::move(m), std::move(calib_copy), co);
   } else {
@@ -258,9 +229,7 @@ const eval::HeadScores& ModelRun::ranking(eval::Method method, std::uint64_t see
     if (const cpu::Backend* b = impl_->cpu_report_backend()) {
       s = eval::compute_head_scores(method, *b, impl_->calibration, o);
     } else {
-      cpu::Options co;
-      co.threads = usable_threads(impl_->settings.threads);
-      const cpu::Backend cpu(model(), co);
+      const cpu::Backend cpu(model(), cpu_options(impl_->settings));
       s = eval::compute_head_scores(method, cpu, impl_->calibration, o);
     }
   }

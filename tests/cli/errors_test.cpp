@@ -56,7 +56,7 @@ TEST_CASE("select: usage errors exit 2 with one line naming the option") {
   check_error(sel({"--level-spread", "-1"}), 2, "select", "--level-spread: must be >= 0");
   check_error(sel({"--format", "xml"}), 2, "select", "--format: unknown mask format");
   check_error(sel({"--threads", "-2"}), 2, "select", "--threads");
-  if (!BOSCH_CLI_CUDA) check_error(sel({"--device", "cuda"}), 2, "select", "this build has no CUDA support");
+  if (!BOSCH_CLI_CUDA) check_error(sel({"--device", "cuda"}), 2, "select", {"--device", "this build has no CUDA backend"});
   CHECK(!fs::exists(dir / "mask.json"));
 }
 

@@ -29,6 +29,7 @@
 #include <bosch/evaluator.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/options.hpp>
+#include <bosch/run/open_model.hpp>
 #include <bosch/run/settings.hpp>
 #include <bosch/tasks/scoring.hpp>
 #include <bosch/tasks/task.hpp>
@@ -43,21 +44,6 @@
 #include <vector>
 
 namespace bosch {
-
-namespace cpu {
-class Backend;
-}
-
-/// Receives the informational lines of a run ("model: ...\n"), each ending
-/// in a newline. Empty: the lines are dropped.
-using InfoSink = std::function<void(const std::string&)>;
-
-/// The CPU threads a run uses for `requested` (0 = all stays 0): capped at
-/// the hardware's thread count (more only oversubscribe: 80x slower at 10000).
-int usable_threads(int requested);
-
-/// "model: NAME (ARCH, LxHqxHkv heads, 135M parameters)\n".
-std::string model_summary(const model::Model& m);
 
 class ModelRun {
  public:
