@@ -69,7 +69,7 @@ int run_evaluate(int argc, char** argv) {
     // depend on), unless given here. Not the search's precision: held-out
     // reports run in fp32 whatever the search ran in.
     RunSettings recorded;
-    const nlohmann::json keys = to_json(recorded, {SettingRole::identity});
+    const nlohmann::json keys = to_json(recorded, {FieldRole::identity});
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       if (it.key() == "samples" || it.key() == "text_files" || it.key() == "precision" || !meta.contains(it.key()))
         continue;

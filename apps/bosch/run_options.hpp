@@ -54,7 +54,8 @@ class RunOptions {
   static void check_model(const RunSettings& s, const model::Config& config);
 
  private:
-  bool takes(SettingGroup g, std::string_view field) const;
+  /// Whether the command takes field `field` of the settings section `group` (a title).
+  bool takes(std::string_view group, std::string_view field) const;
   std::vector<SettingGroup> groups_;
   std::vector<std::string_view> skip_;
   mutable RunSettings settings_;

@@ -3,66 +3,14 @@
 
 #include "search_options.hpp"
 
+#include "field_text.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <type_traits>
 
 namespace bosch::cli {
 
-namespace {
-
-/// The long name of a field's option, without dashes.
-template <class Field>
-std::string long_name(const Field& f) {
-  if (!f.cli.empty()) return std::string(f.cli);
-  return option_name(f.name).substr(2);
-}
-
-/// A value as --help shows it and as parse_value reads it back.
-template <class T>
-std::string value_text(const T& v) {
-  if constexpr (std::is_enum_v<T>) {
-    return to_string(v);
-  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
-    std::string s;
-    for (double x : v) s += (s.empty() ? "" : ",") + shortest_text(x);
-    return s;
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return shortest_text(v);
-  } else {
-    return std::to_string(v);
-  }
-}
-
-template <class T>
-const char* value_name() {
-  if constexpr (std::is_same_v<T, std::vector<double>>) return "LIST";
-  else if constexpr (std::is_floating_point_v<T>) return "X";
-  else return "N";
-}
-
-/// "full|single|multi|layer".
-template <class T>
-std::string enum_choices() {
-  std::string s;
-  for (T v : enum_values<T>::values) s += (s.empty() ? "" : "|") + std::string(to_string(v));
-  return s;
-}
-
-template <class T>
-T parse_value(const std::string& text, const std::string& option) {
-  if constexpr (std::is_enum_v<T>) {
-    return parse_enum<T>(text, option.c_str());
-  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
-    T out;
-    for (const auto& item : split_list(text)) out.push_back(parse_number<double>(item, option));
-    return out;
-  } else {
-    return parse_number<T>(text, option);
-  }
-}
-
-}  // namespace
 
 SearchOptions::SearchOptions(std::vector<std::string_view> skip) : skip_(std::move(skip)) {}
 
@@ -85,16 +33,14 @@ po::options_description SearchOptions::describe(const std::string& title) {
     using T = typename std::decay_t<decltype(f)>::value_type;
     if constexpr (cli_expressible<T>) {
       if (skipped(f.name)) return;
-      std::string spec = long_name(f);
-      if (f.name == "target_ratio") spec += ",r";
+      const std::string spec = option_spec(f);
       const std::string help(f.help);
       const T& def = defaults.*f.member;
       if constexpr (std::is_same_v<T, bool>) {
         d.add_options()(spec.c_str(), flag_in_map(def), help.c_str());
       } else {
         auto* v = po::value<std::string>();
-        if constexpr (std::is_enum_v<T>) v->value_name(enum_choices<T>());
-        else v->value_name(value_name<T>());
+        v->value_name(value_name(f));
         const std::string text = value_text(def);
         if (!text.empty()) v->default_value(text);
         d.add_options()(spec.c_str(), v, help.c_str());

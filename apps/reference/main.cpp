@@ -38,8 +38,7 @@ std::string shown(const T& v) {
   } else if constexpr (std::is_same_v<T, std::vector<bosch::HeadMask>>) return "none";
   else if constexpr (std::is_same_v<T, std::string>) return v.empty() ? "(required)" : v;
   else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
-  else if constexpr (std::is_same_v<T, bosch::cpu::Precision>) return std::string(bosch::cpu::to_string(v));
-  else if constexpr (std::is_enum_v<T>) return to_string(v);
+  else if constexpr (std::is_enum_v<T>) return std::string(to_string(v));
   else if constexpr (std::is_floating_point_v<T>) return bosch::io::shortest_text(v);
   else return std::to_string(v);
 }
@@ -58,17 +57,13 @@ std::string flag_of(std::string_view name, std::string_view cli) {
   return s;
 }
 
-const char* role_of(bosch::SettingRole r) {
+const char* role_of(bosch::FieldRole r) {
   switch (r) {
-    case bosch::SettingRole::identity: return "scores";
-    case bosch::SettingRole::report: return "report";
-    case bosch::SettingRole::run: return "run";
+    case bosch::FieldRole::identity: return "scores";
+    case bosch::FieldRole::report: return "report";
+    case bosch::FieldRole::run: return "run";
   }
   return "?";
-}
-
-const char* role_of(bosch::FieldRole r) {
-  return r == bosch::FieldRole::search ? "scores" : "run";
 }
 
 std::string escape(std::string_view text) {

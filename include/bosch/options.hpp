@@ -13,6 +13,7 @@
 /// heads keep sink tokens (item 6).
 
 #include <bosch/error.hpp>
+#include <bosch/field.hpp>
 #include <bosch/mask.hpp>
 
 #include <array>
@@ -388,28 +389,11 @@ struct Options {
   bool return_best_seen = true;
 };
 
-/// What an Options field is for.
-enum class FieldRole {
-  search,  ///< changes the search: part of a run's identity (checkpoints, reports)
-  run,     ///< how the run is carried out (budget cap, batching): a resume may change it
-};
-
-/// One Options field, for code that treats every field alike: validation,
-/// JSON (checkpoints, mask metadata, comparison identity), the command line
-/// and the Python binding. for_each_option() lists them all, in one place.
+/// One Options field (bosch/field.hpp), for code that treats every field
+/// alike: validation, JSON (checkpoints, mask metadata, comparison identity),
+/// the command line and the Python binding. for_each_option() lists them all.
 template <class T>
-struct OptionField {
-  using value_type = T;
-  std::string_view name;  ///< the C++ member name, also the JSON key and the Python keyword
-  T Options::*member;     ///< the member
-  std::string_view help;  ///< one line for --help and docstrings
-  /// Domain check: "" when the value is valid, else what is wrong ("must be at
-  /// least 1, got 0"); nullptr = every value is valid.
-  std::string (*check)(const T&) = nullptr;
-  FieldRole role = FieldRole::search;
-  /// Command-line name when it is not `name` with '-' for '_' (e.g. "ratio").
-  std::string_view cli = {};
-};
+using OptionField = Field<Options, T>;
 
 namespace detail {
 template <class T>
@@ -433,7 +417,7 @@ void for_each_option(F&& f) {
       "fraction of KV heads made SWA, in (0, 1)",
       [](const double& v) { return v > 0.0 && v < 1.0 ? std::string()
           : "SWA ratio must lie in (0, 1), got " + std::to_string(v); },
-      FieldRole::search, "ratio"});
+      FieldRole::identity, "ratio,r"});
   f(OptionField<std::uint64_t>{"seed", &O::seed, "search seed"});
   f(OptionField<Variant>{"variant", &O::variant,
       "pipeline: full | single | multi | layer (the paper's ablations)"});

@@ -273,7 +273,7 @@ void bind_options(nb::module_& m) {
           d["type"] = option_traits<T>::py_type();
           d["default"] = option_traits<T>::to_py(defaults.*field.member);
           d["help"] = std::string(field.help);
-          d["role"] = field.role == FieldRole::search ? "search" : "run";
+          d["role"] = field.role == FieldRole::run ? "run" : "search";
           out.append(d);
         });
         return out;
@@ -288,7 +288,7 @@ void bind_options(nb::module_& m) {
     std::string s;
     for_each_option([&](const auto& field) {
       using T = typename std::decay_t<decltype(field)>::value_type;
-      if (detail::option_value_json(o.*field.member) == detail::option_value_json(defaults.*field.member))
+      if (json_codec<T>::to(o.*field.member) == json_codec<T>::to(defaults.*field.member))
         return;
       s += (s.empty() ? "" : ", ") + py_name(field.name) + "=" +
            repr_of(option_traits<T>::to_py(o.*field.member));

@@ -242,7 +242,7 @@ const eval::HeadScores& ModelRun::ranking(eval::Method method, std::uint64_t see
 
 nlohmann::json ModelRun::identity() const {
   nlohmann::json j{{"format", "bosch.select_run"}, {"model_fingerprint", model().fingerprint}};
-  j.update(to_json(impl_->settings, {SettingRole::identity}));
+  j.update(to_json(impl_->settings, {FieldRole::identity}));
   // What ran, not what was asked: automatic resolves by CPU, and AMX sums in
   // its own order (docs/precision.md).
   j["precision"] = impl_->precision();

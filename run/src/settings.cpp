@@ -183,65 +183,51 @@ std::string context_list_string(const std::vector<int>& contexts) {
   return s;
 }
 
-namespace {
-
-bool has_role(SettingRole r, std::initializer_list<SettingRole> roles) {
-  return std::find(roles.begin(), roles.end(), r) != roles.end();
-}
-
-template <class T>
-nlohmann::json setting_json(const T& v) {
-  if constexpr (std::is_same_v<T, std::vector<tasks::TaskKind>>) {
-    return task_list_string(v);
-  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+/// The JSON forms of the run settings' own types (bosch::json_codec):
+/// tasks as "a,b", a single context as a number (several as a list), text
+/// files by file name (paths are machine-specific; never read back).
+template <>
+struct json_codec<std::vector<tasks::TaskKind>> {
+  static nlohmann::json to(const std::vector<tasks::TaskKind>& v) { return task_list_string(v); }
+  static std::vector<tasks::TaskKind> from(const nlohmann::json& v, const std::string& at) {
+    if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
+    return parse_task_list(v.get<std::string>());
+  }
+};
+template <>
+struct json_codec<std::vector<int>> {
+  static nlohmann::json to(const std::vector<int>& v) {
     return v.size() == 1 ? nlohmann::json(v.front()) : nlohmann::json(v);
-  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+  }
+  static std::vector<int> from(const nlohmann::json& v, const std::string& at) {
+    if (!v.is_array()) return {detail::json_integer<int>(v, at)};
+    std::vector<int> out;
+    for (const auto& x : v) out.push_back(detail::json_integer<int>(x, at));
+    return out;
+  }
+};
+template <>
+struct json_codec<std::vector<std::string>> {
+  static nlohmann::json to(const std::vector<std::string>& v) {
     nlohmann::json names = nlohmann::json::array();
     for (const auto& f : v) names.push_back(std::filesystem::path(f).filename().string());
     return names;
-  } else if constexpr (std::is_same_v<T, cpu::Precision>) {
-    return std::string(cpu::to_string(v));
-  } else if constexpr (std::is_enum_v<T>) {
-    return to_string(v);
-  } else {
-    return v;
   }
-}
+};
 
-template <class T>
-T setting_from_json(const nlohmann::json& v, const std::string& at) {
-  if constexpr (std::is_same_v<T, std::vector<tasks::TaskKind>>) {
-    if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
-    return parse_task_list(v.get<std::string>());
-  } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-    if (v.is_array()) {
-      T out;
-      for (const auto& x : v) out.push_back(detail::json_integer<int>(x, at));
-      return out;
-    }
-    return T{detail::json_integer<int>(v, at)};
-  } else if constexpr (std::is_same_v<T, Device>) {
-    if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
-    return parse_device(v.get<std::string>(), at);
-  } else if constexpr (std::is_same_v<T, cpu::Precision>) {
-    if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
-    return cpu::parse_precision(v.get<std::string>(), at);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) throw format_error(std::string("expected true or false, found ") + v.type_name(), at);
-    return v.get<bool>();
-  } else {
-    static_assert(std::is_integral_v<T>, "a setting type without a JSON form");
-    return detail::json_integer<T>(v, at);
-  }
+namespace {
+
+bool has_role(FieldRole r, std::initializer_list<FieldRole> roles) {
+  return std::find(roles.begin(), roles.end(), r) != roles.end();
 }
 
 }  // namespace
 
-nlohmann::json to_json(const RunSettings& s, std::initializer_list<SettingRole> roles) {
+nlohmann::json to_json(const RunSettings& s, std::initializer_list<FieldRole> roles) {
   nlohmann::json j = nlohmann::json::object();
   for_each_setting([&](const auto& f) {
     if (f.name == "model" || !has_role(f.role, roles)) return;
-    j[std::string(f.name)] = setting_json(s.*f.member);
+    j[std::string(f.name)] = json_codec<typename std::decay_t<decltype(f)>::value_type>::to(s.*f.member);
   });
   return j;
 }
@@ -254,7 +240,7 @@ void update_from_json(RunSettings& s, const nlohmann::json& j, const std::string
     if constexpr (!std::is_same_v<T, std::string> && !std::is_same_v<T, std::vector<std::string>>) {
       if (!j.contains(key) || j[key].is_null()) return;
       const std::string at = where + ": " + key;
-      T v = setting_from_json<T>(j[key], at);
+      T v = json_codec<T>::from(j[key], at);
       if (f.check != nullptr) {
         const std::string msg = f.check(v);
         if (!msg.empty()) throw invalid_argument(msg, at);

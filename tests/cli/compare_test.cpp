@@ -17,7 +17,8 @@ namespace {
 /// "--probe-budget" for probe_budget, the `cli` name for fields that have one.
 template <class Field>
 std::string option_of(const Field& f) {
-  std::string s = "--" + std::string(f.cli.empty() ? f.name : f.cli);
+  // The table's spelling is "long[,short]" ("ratio,r").
+  std::string s = "--" + std::string(f.cli.empty() ? f.name : f.cli.substr(0, f.cli.find(',')));
   for (char& c : s)
     if (c == '_') c = '-';
   return s;

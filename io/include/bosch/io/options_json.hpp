@@ -73,73 +73,82 @@ inline HeadMask mask_from_text(const std::string& text, const std::string& at) {
   return m;
 }
 
-template <class T>
-nlohmann::json option_value_json(const T& v) {
-  if constexpr (std::is_enum_v<T>) {
-    return to_string(v);
-  } else if constexpr (std::is_same_v<T, std::vector<HeadMask>>) {
-    nlohmann::json a = nlohmann::json::array();
-    for (const auto& m : v) a.push_back(mask_text(m));
-    return a;
-  } else {
-    return v;
-  }
-}
-
-template <class T>
-T option_value_from_json(const nlohmann::json& v, const std::string& at, std::string_view name) {
-  if constexpr (std::is_enum_v<T>) {
-    if (!v.is_string())
-      throw format_error(std::string("expected a name, found ") + v.type_name(), at);
-    try {
-      return parse_enum<T>(v.get<std::string>(), std::string(name).c_str());
-    } catch (const invalid_argument& e) {
-      throw format_error(e.message(), at);
-    }
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) throw format_error(std::string("expected a bool, found ") + v.type_name(), at);
-    return v.get<bool>();
-  } else if constexpr (std::is_integral_v<T>) {
-    return json_integer<T>(v, at);
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(json_number(v, at));
-  } else if constexpr (std::is_same_v<T, std::vector<double>>) {
-    if (!v.is_array()) throw format_error(std::string("expected an array, found ") + v.type_name(), at);
-    T out;
-    for (std::size_t i = 0; i < v.size(); ++i)
-      out.push_back(json_number(v[i], at + "[" + std::to_string(i) + "]"));
-    return out;
-  } else if constexpr (std::is_same_v<T, std::vector<HeadMask>>) {
-    if (!v.is_array()) throw format_error(std::string("expected an array, found ") + v.type_name(), at);
-    T out;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      const std::string ai = at + "[" + std::to_string(i) + "]";
-      if (!v[i].is_string()) throw format_error("expected a mask string", ai);
-      out.push_back(mask_from_text(v[i].get<std::string>(), ai));
-    }
-    return out;
-  } else {
-    static_assert(sizeof(T) == 0, "option type without a JSON form");
-  }
-}
 }  // namespace detail
+
+/// The JSON form of a field value of type T, for every table of fields
+/// (bosch::Field: the search options here, the run settings in
+/// run/src/settings.cpp, which specializes it for its own types): enums by
+/// name, masks as "LxHqxHkv:bits", numbers, booleans, strings and lists of
+/// them as themselves. from() raises bosch::format_error (where = `at`) on a
+/// wrongly typed value or an unknown name.
+template <class T>
+struct json_codec {
+  static nlohmann::json to(const T& v) {
+    if constexpr (std::is_enum_v<T>) {
+      return std::string(to_string(v));
+    } else if constexpr (std::is_same_v<T, std::vector<HeadMask>>) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& m : v) a.push_back(detail::mask_text(m));
+      return a;
+    } else {
+      return v;
+    }
+  }
+  static T from(const nlohmann::json& v, const std::string& at) {
+    using detail::json_integer, detail::json_number;
+    if constexpr (std::is_enum_v<T>) {
+      if (!v.is_string()) throw format_error(std::string("expected a name, found ") + v.type_name(), at);
+      try {
+        return parse_enum<T>(v.get<std::string>(), at.c_str());
+      } catch (const invalid_argument& e) {
+        throw format_error(e.message(), at);
+      }
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean()) throw format_error(std::string("expected true or false, found ") + v.type_name(), at);
+      return v.get<bool>();
+    } else if constexpr (std::is_integral_v<T>) {
+      return json_integer<T>(v, at);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return static_cast<T>(json_number(v, at));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
+      return v.get<std::string>();
+    } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+      if (!v.is_array()) throw format_error(std::string("expected an array, found ") + v.type_name(), at);
+      T out;
+      for (std::size_t i = 0; i < v.size(); ++i) out.push_back(json_number(v[i], at + "[" + std::to_string(i) + "]"));
+      return out;
+    } else if constexpr (std::is_same_v<T, std::vector<HeadMask>>) {
+      if (!v.is_array()) throw format_error(std::string("expected an array, found ") + v.type_name(), at);
+      T out;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string ai = at + "[" + std::to_string(i) + "]";
+        if (!v[i].is_string()) throw format_error("expected a mask string", ai);
+        out.push_back(detail::mask_from_text(v[i].get<std::string>(), ai));
+      }
+      return out;
+    } else {
+      static_assert(sizeof(T) == 0, "a field type without a JSON form: specialize bosch::json_codec");
+    }
+  }
+};
 
 /// Every Options field as JSON (enum fields by name), in table order.
 inline nlohmann::json options_to_json(const Options& o) {
   nlohmann::json j = nlohmann::json::object();
   for_each_option([&](const auto& field) {
-    j[std::string(field.name)] = detail::option_value_json(o.*field.member);
+    j[std::string(field.name)] = json_codec<typename std::decay_t<decltype(field)>::value_type>::to(o.*field.member);
   });
   return j;
 }
 
-/// The fields that make a search what it is (FieldRole::search), as JSON:
+/// The fields that make a search what it is (FieldRole::identity), as JSON:
 /// two runs with equal identities give the same mask and log on the same
 /// evaluator. Checkpoints compare it on resume; reports record it.
 inline nlohmann::json options_identity(const Options& o) {
   nlohmann::json j = options_to_json(o);
   for_each_option([&](const auto& field) {
-    if (field.role != FieldRole::search) j.erase(std::string(field.name));
+    if (field.role != FieldRole::identity) j.erase(std::string(field.name));
   });
   return j;
 }
@@ -159,7 +168,7 @@ inline Options options_from_json(const nlohmann::json& j, const std::string& whe
       if (known || field.name != k) return;
       known = true;
       using T = typename std::decay_t<decltype(field)>::value_type;
-      o.*field.member = detail::option_value_from_json<T>(it.value(), at, field.name);
+      o.*field.member = json_codec<T>::from(it.value(), at);
     });
     if (!known) throw format_error("unknown option field", at);
   }

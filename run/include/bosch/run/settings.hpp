@@ -15,6 +15,7 @@
 #include <bosch/cpu/backend.hpp>
 #include <bosch/cpu/precision.hpp>
 #include <bosch/error.hpp>
+#include <bosch/field.hpp>
 #include <bosch/options.hpp>
 #include <bosch/eval/suite.hpp>
 #include <bosch/eval/transformer_evaluator.hpp>
@@ -50,6 +51,11 @@ inline Device parse_device(std::string_view text, const std::string& where) {
     if (text == to_string(d)) return d;
   throw invalid_argument("unknown device '" + std::string(text) + "' (expected cpu or cuda)", where);
 }
+
+template <>
+struct enum_values<cpu::Precision> {
+  static constexpr std::array values{cpu::Precision::fp32, cpu::Precision::bf16, cpu::Precision::automatic};
+};
 
 /// The longest sample (tokens) any run generates, even with
 /// allow_long_context: a typo such as a context of 99999999 fails at once
@@ -109,37 +115,20 @@ struct RunSettings {
   int shortest_context() const;
 };
 
-/// What a setting is part of.
+/// The --help section of a setting (Field::group): commands take the
+/// settings of the sections they need (apps/bosch/run_options.hpp).
 enum class SettingGroup {
   model,      ///< the model and where it runs
   tasks,      ///< the task suite
   evaluator,  ///< the windows and the evaluator's cache
 };
+constexpr std::string_view group_title(SettingGroup g) noexcept {
+  return g == SettingGroup::model ? "Model" : g == SettingGroup::tasks ? "Tasks" : "Evaluator";
+}
 
-/// What a setting changes.
-enum class SettingRole {
-  identity,  ///< the calibration scores: part of a run's identity (a resume must match it)
-  report,    ///< only the held-out report
-  run,       ///< how the run is carried out (device, threads, cache): a resume may change it
-};
-
-/// One RunSettings member, for code that treats every setting alike.
+/// One RunSettings member (bosch/field.hpp); its group is a SettingGroup's title.
 template <class T>
-struct SettingField {
-  using value_type = T;
-  std::string_view name;  ///< the member name, also the JSON key and the Python keyword
-  T RunSettings::*member;
-  std::string_view help;  ///< one line for --help and docstrings
-  /// Domain check of the value alone: "" when valid, else what is wrong;
-  /// nullptr = every value is valid. Checks across settings: validate().
-  std::string (*check)(const T&) = nullptr;
-  SettingGroup group = SettingGroup::tasks;
-  SettingRole role = SettingRole::identity;
-  /// Command-line spelling "long[,short]" when not `name` with '-' for '_'.
-  std::string_view cli = {};
-  /// The value's placeholder in --help ("TOKENS").
-  std::string_view value_name = "N";
-};
+using SettingField = Field<RunSettings, T>;
 
 namespace detail {
 std::string check_model_path(const std::string& v);
@@ -157,59 +146,62 @@ std::string check_sinks(const int& v);
 template <class F>
 void for_each_setting(F&& f) {
   using S = RunSettings;
-  using G = SettingGroup;
-  using R = SettingRole;
+  using R = FieldRole;
+  constexpr std::string_view in_model = group_title(SettingGroup::model),
+                             in_tasks = group_title(SettingGroup::tasks),
+                             in_evaluator = group_title(SettingGroup::evaluator);
   // clang-format off
   f(SettingField<std::string>{"model", &S::model,
       "GGUF file or Hugging Face model directory", detail::check_model_path,
-      G::model, R::identity, "model,m", "PATH"});
+      R::identity, "model,m", "PATH", in_model});
   f(SettingField<Device>{"device", &S::device, "where forward passes run: cpu | cuda",
-      nullptr, G::model, R::run, {}, "cpu|cuda"});
+      nullptr, R::run, {}, {}, in_model});
   f(SettingField<int>{"gpu", &S::gpu, "CUDA device index", detail::check_non_negative,
-      G::model, R::run});
+      R::run, {}, {}, in_model});
   f(SettingField<int>{"threads", &S::threads, "CPU threads (0 = all cores)",
-      detail::check_non_negative, G::model, R::run});
+      detail::check_non_negative, R::run, {}, {}, in_model});
   f(SettingField<cpu::Precision>{"precision", &S::precision,
       "arithmetic of the calibration forwards: fp32 | bf16 | automatic (bf16 where the CPU runs "
-      "it natively, else fp32); held-out reports always run in fp32", nullptr, G::model,
-      R::identity, {}, "fp32|bf16|automatic"});
+      "it natively, else fp32); held-out reports always run in fp32",
+      nullptr, R::identity, {}, {}, in_model});
   f(SettingField<std::vector<tasks::TaskKind>>{"tasks", &S::tasks,
       "task kinds: niah_single_1..3, niah_multikey_1..3, niah_multivalue, niah_multiquery, "
-      "passkey, copy", detail::check_tasks, G::tasks, R::identity, "tasks,t", "LIST"});
+      "passkey, copy", detail::check_tasks, R::identity, "tasks,t", "LIST", in_tasks});
   f(SettingField<std::vector<int>>{"context", &S::context,
       "tokens per task sample (prompt + answer), at most the model's trained context; several "
       "lengths (512,1024) calibrate on samples of each, which holds a mask to longer contexts "
-      "(docs/results/mixed-length)", detail::check_contexts, G::tasks,
-      R::identity, "context,c", "TOKENS[,...]"});
+      "(docs/results/mixed-length)", detail::check_contexts,
+      R::identity, "context,c", "TOKENS[,...]", in_tasks});
   f(SettingField<bool>{"allow_long_context", &S::allow_long_context,
       "allow a context beyond the model's trained context (length extrapolation), up to 1048576",
-      nullptr, G::tasks, R::run});
+      nullptr, R::run, {}, {}, in_tasks});
   f(SettingField<int>{"samples", &S::samples,
       "calibration samples per task (and context length): the search's objective",
-      detail::check_samples, G::tasks, R::identity, "samples,n"});
+      detail::check_samples, R::identity, "samples,n", {}, in_tasks});
   f(SettingField<int>{"held_out_samples", &S::held_out_samples,
       "held-out samples per task (reports: each figure with a 95% bootstrap interval over them; "
-      "use at least 16 for published tables)", detail::check_held_out_samples, G::tasks, R::report});
+      "use at least 16 for published tables)", detail::check_held_out_samples,
+      R::report, {}, {}, in_tasks});
   f(SettingField<bool>{"chat", &S::chat, "wrap prompts in the ChatML template (instruct models)",
-      nullptr, G::tasks, R::identity});
+      nullptr, R::identity, {}, {}, in_tasks});
   f(SettingField<std::uint64_t>{"task_seed", &S::task_seed, "seed of the task generator",
-      nullptr, G::tasks, R::identity});
+      nullptr, R::identity, {}, {}, in_tasks});
   f(SettingField<std::vector<std::string>>{"text_files", &S::text_files,
-      "natural-text files for haystacks (default: $BOSCH_CACHE/text/*.txt)", nullptr, G::tasks,
-      R::identity, {}, "FILE..."});
+      "natural-text files for haystacks (default: $BOSCH_CACHE/text/*.txt)",
+      nullptr, R::identity, {}, "FILE...", in_tasks});
   f(SettingField<int>{"window", &S::window,
       "sliding window w of SWA heads (a query sees the last w keys)", detail::check_window,
-      G::evaluator, R::identity, "window,w", "TOKENS"});
+      R::identity, "window,w", "TOKENS", in_evaluator});
   f(SettingField<int>{"sinks", &S::sinks, "sink tokens at the start that SWA heads also see",
-      detail::check_sinks, G::evaluator, R::identity, "sinks,s", "TOKENS"});
+      detail::check_sinks, R::identity, "sinks,s", "TOKENS", in_evaluator});
   f(SettingField<std::size_t>{"cache_bytes", &S::cache_bytes,
       "bound of the residual-stream cache in bytes (0 = off; does not change scores)", nullptr,
-      G::evaluator, R::run, {}, "BYTES"});
+      R::run, {}, "BYTES", in_evaluator});
   f(SettingField<bool>{"shared_prefix", &S::shared_prefix,
       "compute each sample's first min(window, first answer position) rows, the same under every "
       "mask, once, and run only the later rows, in the last layer only the answer rows "
       "(CPU; scores change by fp32 rounding only)",
-      nullptr, G::evaluator, R::identity});
+      nullptr, R::identity, {}, {}, in_evaluator});
   // clang-format on
 }
 
@@ -244,9 +236,8 @@ void validate_for_model(const RunSettings& s, const model::Config& config,
 /// default): tasks as "a,b", a single context as a number (several as a
 /// list), text files by file name (paths are machine-specific), device by
 /// name. Mask metadata records the identity and report settings.
-nlohmann::json to_json(const RunSettings& s, std::initializer_list<SettingRole> roles = {
-                                                 SettingRole::identity, SettingRole::report,
-                                                 SettingRole::run});
+nlohmann::json to_json(const RunSettings& s, std::initializer_list<FieldRole> roles = {
+                                                 FieldRole::identity, FieldRole::report, FieldRole::run});
 
 /// Reads back the keys of to_json() present in `j` (absent and null ones keep
 /// their values; "model" and "text_files" are never read: they name files of
