@@ -16,12 +16,16 @@ for seed in range(8):
         if h.exists():
             a = json.load(open(h))['held_out']['all']
             row[ctx] = (a['mean_logprob'], a['logprob_ci'], a['accuracy'], a['accuracy_ci'])
+    sel = here / f'draw-task{seed}-selection-512.json'
+    if sel.exists():
+        row['selection'] = json.load(open(sel))['held_out']['all']['mean_logprob']
     rows.append(row)
-print('| task seed | calibration score | sample forwards | held-out log-prob, 512 | accuracy, 512 | held-out log-prob, 1024 | accuracy, 1024 |')
-print('|---:|---:|---:|---:|---:|---:|---:|')
+print('| task seed | calibration score | selection score | sample forwards | held-out log-prob, 512 | accuracy, 512 | held-out log-prob, 1024 | accuracy, 1024 |')
+print('|---:|---:|---:|---:|---:|---:|---:|---:|')
 fmt = lambda v: f"{v[0]:.3f} [{v[1][0]:.3f}, {v[1][1]:.3f}] | {v[2]:.3f} [{v[3][0]:.3f}, {v[3][1]:.3f}]" if v else '| '
 for r in rows:
-    print(f"| {r['seed']} | {r['score']:.4f} | {r['forwards']:.1f} | {fmt(r.get(512))} | {fmt(r.get(1024))} |")
+    sel = f"{r['selection']:.4f}" if 'selection' in r else ''
+    print(f"| {r['seed']} | {r['score']:.4f} | {sel} | {r['forwards']:.1f} | {fmt(r.get(512))} | {fmt(r.get(1024))} |")
 ref = here / 'draw-task0-held-out-1024.json'
 if ref.exists():
     for name, v in json.load(open(ref))['references'].items():
@@ -40,3 +44,8 @@ for ctx in (512, 1024):
         a, b = rank([r['score'] for r in done]), rank(lp)
         n = len(done); d2 = sum((x - y) ** 2 for x, y in zip(a, b))
         print(f"Spearman(calibration score, held-out log-prob) = {1 - 6 * d2 / (n * (n * n - 1)):.2f}")
+        if all('selection' in r for r in done):
+            a = rank([r['selection'] for r in done]); d2 = sum((x - y) ** 2 for x, y in zip(a, b))
+            best = max(done, key=lambda r: r['selection'])
+            print(f"Spearman(selection score, held-out log-prob) = {1 - 6 * d2 / (n * (n * n - 1)):.2f}; "
+                  f"the selection picks task seed {best['seed']} ({best[ctx][0]:.3f}; best draw {max(lp):.3f})")
