@@ -16,6 +16,8 @@ docs/mpi.md)::
     first = dist.get_rank() == 0
     result = bosch.select(ShardedEvaluator(inner), None, 0.5, seed=1, race=True,
                           log="search.jsonl" if first else None)
+    dist.barrier()                             # leave together (gloo aborts a
+    dist.destroy_process_group()               # process whose peer left first)
 
 Only one process should write the log (rank 0 above). A checkpoint is per
 process: to resume, every process resumes its own (for example

@@ -45,6 +45,10 @@ def main():
                        "forwards": result.forwards, "own_forwards": inner.cost(),
                        "log": [[e.index, e.stage, bits(e.mask), e.score, e.eliminated, e.samples] for e in result.log]},
                       f)
+    # Every process leaves the group together: gloo aborts a process
+    # ("terminate called without an active exception") whose peer tears
+    # the group down while it is still on its way out.
+    dist.barrier()
     dist.destroy_process_group()
 
 
