@@ -34,11 +34,13 @@ void PyProgress::flush() {
 }
 
 Hub::Hub(SearchState& state, const SearchSetup& setup, bool check_signals)
-    : state_(state), check_signals_(check_signals) {
-  if (setup.checkpoint)
-    checkpoint_.emplace(*setup.checkpoint, setup.checkpoint_every,
-                        setup.resume ? Checkpoint::resume : Checkpoint::start);
-  if (setup.log) log_writer_.emplace(*setup.log, setup.checkpoint_every);
+    : state_(state),
+      files_({.checkpoint = setup.checkpoint.value_or(""),
+              .checkpoint_every = setup.checkpoint_every,
+              .resume = setup.resume,
+              .log = setup.log.value_or(""),
+              .log_every = setup.checkpoint_every}),
+      check_signals_(check_signals) {
   static const char* names[hook_count] = {"begin_search", "end_search",    "begin_stage",
                                           "end_stage",    "on_evaluation", "on_improvement"};
   for (nb::handle c : setup.callbacks) {
@@ -90,12 +92,7 @@ bool Hub::dispatch(Hook h, Native&& native, Py&& py) {
   return stop;
 }
 
-std::vector<EvaluationRecord> Hub::replay_log(const SearchView& v) {
-  if (!checkpoint_) return {};
-  std::vector<EvaluationRecord> log = checkpoint_->replay_log(v);
-  replay_size_ = log.size();
-  return log;
-}
+std::vector<EvaluationRecord> Hub::replay_log(const SearchView& v) { return files_.replay_log(v); }
 
 bool Hub::begin_search(const SearchView& v) {
   return dispatch(
@@ -104,8 +101,7 @@ bool Hub::begin_search(const SearchView& v) {
 }
 
 void Hub::end_search(const SearchView& v, const Result& r) {
-  if (checkpoint_) checkpoint_->end_search(v, r);
-  if (log_writer_) log_writer_->end_search(v, r);
+  files_.end_search(v, r);
   dispatch(
       h_end_search,
       [&](auto& c) {
@@ -129,11 +125,7 @@ bool Hub::end_stage(const SearchView& v, Stage s) {
 
 bool Hub::on_evaluation(const SearchView& v, const EvaluationRecord& r) {
   log_size_ = v.evaluations;
-  if (checkpoint_) {
-    checkpoint_->on_evaluation(v, r);
-    log_.push_back(r);
-  }
-  if (log_writer_) log_writer_->on_evaluation(v, r);
+  files_.on_evaluation(v, r);
   bool stop = dispatch(
       h_on_evaluation, [&](auto& c) { return detail::call_on_evaluation(c, v, r); },
       [&](nb::handle f) { return f(PyView(v), r); });
@@ -148,16 +140,6 @@ bool Hub::on_improvement(const SearchView& v, const EvaluationRecord& r) {
   return dispatch(
       h_on_improvement, [&](auto& c) { return detail::call_on_improvement(c, v, r); },
       [&](nb::handle f) { return f(PyView(v), r); });
-}
-
-bool Hub::save_after_error(const HeadLayout& layout, const Options& options) noexcept {
-  if (!checkpoint_ || log_.empty() || log_.size() < replay_size_) return false;
-  try {
-    write_checkpoint(checkpoint_->path(), layout, options, log_, false);
-    return true;
-  } catch (...) {
-    return false;  // the search's own error is the one to report
-  }
 }
 
 void add_note(nb::python_error& e, const std::string& note) {

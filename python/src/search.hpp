@@ -18,8 +18,7 @@
 
 #include "convert.hpp"
 
-#include <bosch/io/checkpoint.hpp>
-#include <bosch/io/evaluation_log.hpp>
+#include <bosch/io/search_files.hpp>
 
 #include <cstddef>
 #include <exception>
@@ -109,11 +108,10 @@ class Hub {
   bool on_evaluation(const SearchView& v, const EvaluationRecord& r);
   bool on_improvement(const SearchView& v, const EvaluationRecord& r);
 
-  /// After the search threw: writes the checkpoint with every evaluation
-  /// logged so far (when a checkpoint is kept, at least one evaluation was
-  /// logged, and the file would not lose records it holds). Returns whether
-  /// it wrote. Needs no GIL.
-  bool save_after_error(const HeadLayout& layout, const Options& options) noexcept;
+  /// After the search threw: io::SearchFiles::save_after_error. Needs no GIL.
+  bool save_after_error(const HeadLayout& layout, const Options& options) noexcept {
+    return files_.save_after_error(layout, options);
+  }
   /// Evaluations logged so far.
   std::size_t evaluations() const noexcept { return log_size_; }
 
@@ -129,13 +127,10 @@ class Hub {
   bool dispatch(Hook h, Native&& native, Py&& py);
 
   SearchState& state_;
-  std::optional<Checkpoint> checkpoint_;
-  std::optional<EvaluationLogWriter> log_writer_;
+  io::SearchFiles files_;  // checkpoint and log (bosch/io/search_files.hpp)
   std::vector<Item> items_;
   bool check_signals_;
-  std::vector<EvaluationRecord> log_;  // a copy, kept when checkpointing (save_after_error)
   std::size_t log_size_ = 0;
-  std::size_t replay_size_ = 0;  // records in the checkpoint resumed from
 };
 
 /// A SearchView as a Python object (a copy: valid after the hook returns).

@@ -6,13 +6,11 @@
 #include <bosch/bosch.hpp>
 #include <bosch/eval/compare.hpp>
 #include <bosch/io/atomic_file.hpp>
-#include <bosch/io/checkpoint.hpp>
-#include <bosch/io/evaluation_log.hpp>
+#include <bosch/io/search_files.hpp>
 
 #include <cmath>
 #include <exception>
 #include <filesystem>
-#include <optional>
 #include <sstream>
 
 namespace bosch {
@@ -55,17 +53,6 @@ void check_identity(const std::string& path, const nlohmann::json& identity, con
               (saved.contains(it.key()) ? saved[it.key()].dump() : "-") + " -> " + it.value().dump();
   throw invalid_argument("the checkpoint belongs to a run with other settings (" + diff + ")", "resume");
 }
-
-/// Keeps a copy of the log while a checkpoint is kept, so that a search that
-/// throws can still save every finished evaluation.
-struct LogCopy {
-  std::vector<EvaluationRecord> log;
-  std::size_t replayed = 0;
-  void on_evaluation(const SearchView& v, const EvaluationRecord& r) {
-    log.push_back(r);
-    replayed = v.replayed;
-  }
-};
 
 }  // namespace
 
@@ -130,16 +117,12 @@ Selection select_heads(ModelRun& run, const SelectionRequest& request, CallbackL
 
   // ---- the search -----------------------------------------------------------------------
   CallbackList all;
-  std::optional<Checkpoint> checkpoint;
-  LogCopy copy;
-  if (!request.checkpoint.empty()) {
-    checkpoint.emplace(request.checkpoint, request.checkpoint_every,
-                       request.resume ? Checkpoint::resume : Checkpoint::start);
-    all.add(*checkpoint);
-    all.add(copy);
-  }
-  EvaluationLogWriter log(request.log, request.log_every);
-  if (!request.log.empty()) all.add(log);
+  io::SearchFiles files({.checkpoint = request.checkpoint,
+                         .checkpoint_every = request.checkpoint_every,
+                         .resume = request.resume,
+                         .log = request.log,
+                         .log_every = request.log_every});
+  all.add(files);
   // The caller's callbacks, after the files (a stop they ask for is saved).
   auto obs = callbacks.observers();
   auto votes = callbacks.voters();
@@ -150,14 +133,8 @@ Selection select_heads(ModelRun& run, const SelectionRequest& request, CallbackL
   try {
     out.result = exec.select(run, o, all);
   } catch (...) {
-    // Save every finished evaluation (unless the file holds more: a resume
-    // that failed during its replay), then report the search's own error.
-    if (checkpoint && exec.root() && !copy.log.empty() && copy.replayed <= copy.log.size()) {
-      try {
-        write_checkpoint(request.checkpoint, layout, o, copy.log, false);
-      } catch (...) {
-      }
-    }
+    // Save every finished evaluation, then report the search's own error.
+    if (exec.root()) files.save_after_error(layout, o);
     throw;
   }
   // The search's cost as select() records it (Result::forwards: what the
