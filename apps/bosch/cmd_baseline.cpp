@@ -141,7 +141,7 @@ int run_baseline(int argc, char** argv) {
       const auto calibration = make_task_suite(suite, model.tokenizer, false).calibration;
       oo.info() << "tasks: " << calibration.samples.size() << " calibration samples of <= " << settings.longest_context()
                 << " tokens; window " << eo.window << ", sinks " << eo.sinks << "\n";
-      const auto backend = make_cpu_backend(model, settings);
+      const auto backend = make_backend<cpu::Backend>(model, cpu_options(settings));
       oo.info() << "computing " << method << " scores\n";
       eval::HeadScores scores;
       if (ranking == eval::Method::proxy) {

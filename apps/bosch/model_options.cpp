@@ -33,8 +33,4 @@ ModelRun make_model_run(const RunSettings& s, const OutputOptions& out) {
   }
 }
 
-cpu::Backend make_cpu_backend(const model::Model& model, const RunSettings& s) {
-  return make_backend<cpu::Backend>(model, cpu_options(s));
-}
-
 }  // namespace bosch::cli

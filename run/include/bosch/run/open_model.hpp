@@ -2,7 +2,7 @@
 #pragma once
 
 /// @file run/open_model.hpp
-/// Opening a model and choosing its backend from RunSettings, said once for
+/// Opening a model and making its backend from RunSettings, said once for
 /// every front end: ModelRun (the search, `bosch select` and `compare`, the
 /// Python package) and the commands that run forward passes without a search
 /// (`bosch evaluate`, `baseline`, `generate`, `logits`). The device check,
@@ -12,14 +12,19 @@
 /// @code
 /// bosch::RunSettings s;
 /// s.model = "SmolLM2-135M-Instruct.Q4_1.gguf";
-/// bosch::check_device(s);                        // CUDA asked for in a build without it
 /// bosch::model::Model m = bosch::open_model(s);  // summary and thread cap to `info`
-/// const bosch::cpu::Backend cpu(m, bosch::cpu_options(s));
+/// double nll = bosch::with_backend(m, s, [&](const auto& backend) {  // s.device's backend
+///   return score(backend);
+/// });
 /// @endcode
 
 #include <bosch/cpu/backend.hpp>
+#include <bosch/error.hpp>
 #include <bosch/model/model.hpp>
 #include <bosch/run/settings.hpp>
+#ifdef BOSCH_HAVE_CUDA
+#include <bosch/cuda/backend.hpp>
+#endif
 
 #include <functional>
 #include <string>
@@ -54,5 +59,36 @@ void check_device(const RunSettings& s);
 /// bosch::file_error / format_error for unreadable files and
 /// bosch::invalid_argument for a model the library cannot run.
 model::Model open_model(const RunSettings& s, const InfoSink& info = {});
+
+/// B(model, options); a model the backend cannot run (its
+/// bosch::invalid_argument) is rethrown as bosch::error: the settings were
+/// valid, the model is not one this backend runs (exit 1 on the command
+/// line, RuntimeError in Python).
+template <class B, class O>
+B make_backend(const model::Model& model, const O& options) {
+  try {
+    return B(model, options);
+  } catch (const invalid_argument& e) {
+    throw error(e.what());
+  }
+}
+
+/// Calls f(backend) with a const cpu::Backend (cpu_options(s)) or, in a
+/// build with CUDA and s.device cuda, a const cuda::Backend on GPU s.gpu,
+/// and returns its result; check_device(s) first.
+template <class F>
+decltype(auto) with_backend(const model::Model& model, const RunSettings& s, F&& f) {
+  check_device(s);
+#ifdef BOSCH_HAVE_CUDA
+  if (s.device == Device::cuda) {
+    cuda::Options co;
+    co.device = s.gpu;
+    const auto backend = make_backend<cuda::Backend>(model, co);
+    return f(backend);
+  }
+#endif
+  const auto backend = make_backend<cpu::Backend>(model, cpu_options(s));
+  return f(backend);
+}
 
 }  // namespace bosch
