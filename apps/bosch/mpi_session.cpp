@@ -170,40 +170,6 @@ int MpiSession::gpu(int requested, bool given) const {
   return local_rank_ % devices;
 }
 
-#ifdef BOSCH_HAVE_MPI
-bosch::mpi::ParallelOptions MpiSession::parallel_options(std::size_t samples) const {
-  bosch::mpi::ParallelOptions o;
-  if (group_size_ < 0) throw bosch::invalid_argument("must be >= 0", "--mpi-group-size");
-  if (mode_ == "auto") {
-    o.group_size = group_size_ > 0 ? group_size_ : bosch::mpi::automatic_group_size(size_, samples);
-    o.mode = o.group_size == size_ ? bosch::mpi::Mode::samples : bosch::mpi::Mode::masks;
-  } else {
-    o.mode = bosch::mpi::parse_mode(mode_, "--mpi-mode");
-    o.group_size = group_size_ > 0 ? group_size_ : 1;
-  }
-  if (o.mode == bosch::mpi::Mode::masks && size_ % o.group_size != 0)
-    throw bosch::invalid_argument(
-        std::to_string(o.group_size) + " does not divide the " + std::to_string(size_) + " processes",
-        "--mpi-group-size");
-  return o;
-}
-#endif
-
-std::string MpiSession::describe_parallelism(std::size_t samples) const {
-  std::ostringstream s;
-#ifdef BOSCH_HAVE_MPI
-  const auto o = parallel_options(samples);
-  const int g = o.mode == bosch::mpi::Mode::samples ? size_ : o.group_size;
-  s << size_ << " processes, " << bosch::mpi::to_string(o.mode) << " mode: " << size_ / g << " group"
-    << (size_ / g == 1 ? "" : "s") << " of " << g << " rank" << (g == 1 ? "" : "s") << ", "
-    << samples / static_cast<std::size_t>(g) << (samples % static_cast<std::size_t>(g) ? "-" + std::to_string(samples / static_cast<std::size_t>(g) + 1) : "")
-    << " of " << samples << " samples per rank";
-#else
-  s << "1 process, " << samples << " samples";
-#endif
-  return s.str();
-}
-
 void MpiSession::barrier() const {
 #ifdef BOSCH_HAVE_MPI
   if (parallel()) env_->world().barrier();
@@ -249,19 +215,17 @@ bool SignalAgreement::on_evaluation(const SearchView&, const EvaluationRecord&) 
 Result MpiExecutor::select(ModelRun& run, const Options& options, CallbackList& callbacks) {
   MpiSession& s = mpi_session();
   detail::TestFailure fail{s.fail_after()};
-  auto observers = callbacks.observers();
-  auto voters = callbacks.voters();
 #ifdef BOSCH_HAVE_MPI
   if (s.parallel()) {
-    bosch::mpi::ParallelEvaluator parallel(run, s.world(), s.parallel_options(run.sample_count()));
-    *info_ << "mpi: " << s.describe_parallelism(run.sample_count()) << "\n";
+    bosch::mpi::RunExecutor parallel(s.world(), s.plan(), [this](const std::string& line) { *info_ << line; });
     detail::SignalAgreement signals{&s.world()};
-    bosch::mpi::Spmd<CallbackList::Observers> spmd_observers(observers, s.world());
-    bosch::mpi::Spmd<CallbackList::Voters> spmd_voters(voters, s.world());
-    // The test hook and the signal agreement run on every process, unwrapped.
-    return bosch::select(parallel, options, spmd_observers, spmd_voters, fail, signals);
+    parallel.every_process.add(fail);
+    parallel.every_process.add(signals);
+    return parallel.select(run, options, callbacks);
   }
 #endif
+  auto observers = callbacks.observers();
+  auto voters = callbacks.voters();
   return bosch::select(run, options, observers, voters, fail);
 }
 
@@ -275,25 +239,17 @@ std::size_t MpiExecutor::layers_run(const ModelRun& run) {
 
 eval::SharedScoring shared_scoring(TransformerEvaluator<cpu::Backend>& evaluator, std::ostream& info,
                                    std::shared_ptr<void>& holder) {
-  eval::SharedScoring out;
 #ifdef BOSCH_HAVE_MPI
   MpiSession& s = mpi_session();
-  if (!s.parallel()) return out;
-  using Parallel = bosch::mpi::ParallelEvaluator<TransformerEvaluator<cpu::Backend>>;
-  auto parallel =
-      std::make_shared<Parallel>(evaluator, s.world(), s.parallel_options(evaluator.sample_count()));
-  info << "mpi: " << s.describe_parallelism(evaluator.sample_count()) << " (BOSCH and PROXY)\n";
-  out.score_batch = [p = parallel.get()](std::span<const HeadMask> masks, const EvaluationHint& hint) {
-    return p->evaluate_batch(masks, hint);
-  };
-  out.layers_run = [p = parallel.get()] { return static_cast<std::size_t>(p->communicator().sum(p->inner().stats().layer_applications())); };
-  holder = parallel;
+  if (s.parallel())
+    return bosch::mpi::shared_scoring(evaluator, s.world(), s.plan(),
+                                      [&info](const std::string& line) { info << line; }, holder);
 #else
   (void)evaluator;
   (void)info;
   (void)holder;
 #endif
-  return out;
+  return {};
 }
 
 }  // namespace bosch::cli

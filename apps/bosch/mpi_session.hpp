@@ -15,9 +15,10 @@
 ///  - mpi_session().root(): rank 0 alone locks and writes files;
 ///  - mpi_session().gpu(): --device cuda uses the GPU of the node-local rank;
 ///  - MpiExecutor: bosch::select of a ModelRun, spread over the processes
-///    when there are several (bosch::mpi::ParallelEvaluator, callbacks
-///    through bosch::mpi::Spmd, signals agreed on by all ranks);
-///  - shared_scoring(): PROXY's scoring in `bosch compare`.
+///    when there are several (the library's bosch::mpi::RunExecutor, with
+///    signals agreed on by all ranks and the test hook);
+///  - shared_scoring(): PROXY's scoring in `bosch compare`
+///    (bosch::mpi::shared_scoring).
 ///
 /// A build without MPI (BOSCH_HAVE_MPI undefined) has the same interface: one
 /// process, and a clear error when a launcher started several.
@@ -35,8 +36,7 @@
 
 #ifdef BOSCH_HAVE_MPI
 #include <bosch/mpi/environment.hpp>
-#include <bosch/mpi/evaluator.hpp>
-#include <bosch/mpi/select.hpp>
+#include <bosch/mpi/run_executor.hpp>
 #endif
 
 #include <cstddef>
@@ -91,13 +91,11 @@ class MpiSession {
   /// "bosch: rank N failed: <its error line>" and MPI_Abort with that status.
   int finish(int status);
 
-  /// Mode and group size for `samples` calibration samples (--mpi-mode auto:
-  /// bosch::mpi::automatic_group_size), and a one-line description.
 #ifdef BOSCH_HAVE_MPI
-  bosch::mpi::ParallelOptions parallel_options(std::size_t samples) const;
+  /// --mpi-mode and --mpi-group-size.
+  bosch::mpi::Plan plan() const { return {mode_, group_size_, "--mpi-"}; }
   const bosch::mpi::Communicator& world() const { return env_->world(); }
 #endif
-  std::string describe_parallelism(std::size_t samples) const;
 
   /// The test hook --mpi-test-fail RANK:N: this rank throws after N evaluations (0 = never).
   std::size_t fail_after() const noexcept { return fail_rank_ == rank_ ? fail_after_ : 0; }
@@ -139,10 +137,8 @@ struct SignalAgreement {
 }  // namespace detail
 
 /// The executor of the commands' searches (bosch/run/selection.hpp): on one
-/// process bosch::select itself; on several, every process runs the same
-/// search on a bosch::mpi::ParallelEvaluator around the ModelRun (mode from
-/// --mpi-mode), observer callbacks run on rank 0 only, stop votes and signals
-/// are agreed on, and every process returns the same Result. Prints the
+/// process bosch::select itself; on several, bosch::mpi::RunExecutor (mode
+/// from --mpi-mode) with signals agreed on by every rank. Prints the
 /// parallelism to `info` (rank 0) at each search. Also runs the test hook
 /// --mpi-test-fail.
 class MpiExecutor final : public SearchExecutor {
