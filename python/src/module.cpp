@@ -4,6 +4,7 @@
 #include "convert.hpp"
 #include "masks.hpp"
 #include "options.hpp"
+#include "processes.hpp"
 #include "search.hpp"
 #include "transformer.hpp"
 
@@ -20,4 +21,5 @@ NB_MODULE(_bosch, m) {
   bosch::python::bind_options(m);
   bosch::python::bind_search(m);
   bosch::python::bind_transformer(m);
+  bosch::python::bind_processes(m);
 }

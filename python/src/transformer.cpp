@@ -3,6 +3,8 @@
 
 #include "transformer.hpp"
 
+#include "processes.hpp"
+
 #include <bosch/eval/compare.hpp>
 #include <bosch/run/selection.hpp>
 
@@ -195,7 +197,8 @@ nb::object PyTransformerEvaluator::select(SearchSetup& setup) {
     try {
       CallbackList callbacks;
       callbacks.add(hub);
-      Selection s = select_heads(run_, request, callbacks);
+      const auto executor = process_executor({});  // several processes under mpirun
+      Selection s = select_heads(run_, request, callbacks, executor.get());
       result = PyResult{std::move(s.result), std::move(s.options), std::move(s.metadata), {}};
       result->inputs.emplace_back("the evaluator's model_path", run_.settings().model);
       for (const auto& t : run_.settings().text_files) result->inputs.emplace_back("the evaluator's text_files", t);

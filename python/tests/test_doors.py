@@ -1,15 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
-"""One run, three doors: `bosch select`, the same command under mpirun (two
-ranks) and bosch.select(bosch.TransformerEvaluator(...)) all run the one run
-function (bosch::select_heads), so the same settings give the same mask file,
-evaluation log and metadata, byte for byte once the wall-clock times (the
-fields that measure a run's own work) are set aside."""
+"""One run, four doors: `bosch select`, the same command under mpirun (two
+ranks), bosch.select(bosch.TransformerEvaluator(...)) and the same Python
+under mpirun all run the one run function (bosch::select_heads), so the same
+settings give the same mask file, evaluation log and metadata, byte for byte
+once the wall-clock times (the fields that measure a run's own work) are set
+aside."""
 
 import json
 import os
 import pathlib
 import re
 import shutil
+import sys
 
 import pytest
 
@@ -67,13 +69,32 @@ def mpi_launcher():
     return [exe, "-n", "2", "--oversubscribe"]
 
 
+# bosch.select of a TransformerEvaluator in every process of an MPI job; rank
+# 0 writes the files, every rank its mask bits (the same on every rank).
+PY_MPI = """
+import json, sys, bosch
+model, text, out = sys.argv[1:4]
+settings, search = json.loads(sys.argv[4]), json.loads(sys.argv[5])
+assert bosch.mpi_size() == 2, bosch.mpi_size()
+evaluator = bosch.TransformerEvaluator(model, text_files=[text], **settings)
+rank = bosch.mpi_rank()
+result = bosch.select(evaluator, **search, log=f"{out}/log.jsonl" if rank == 0 else None)
+if rank == 0:
+    bosch.write_mask(f"{out}/mask.json", result)
+with open(f"{out}/bits-{rank}", "w") as f:
+    f.write("".join("1" if b else "0" for b in result.mask.ravel()) + f" {result.score!r}")
+"""
+
+
 def test_cli_mpi_and_python_write_the_same_files(bosch_cli, stories_model, emma_text, tmp_path):
-    cli_dir, mpi_dir, py_dir = tmp_path / "cli", tmp_path / "mpi", tmp_path / "py"
-    for d in (cli_dir, mpi_dir, py_dir):
+    cli_dir, mpi_dir, py_dir, py_mpi_dir = tmp_path / "cli", tmp_path / "mpi", tmp_path / "py", tmp_path / "py-mpi"
+    for d in (cli_dir, mpi_dir, py_dir, py_mpi_dir):
         d.mkdir()
     run([bosch_cli, *cli_args(stories_model, emma_text, cli_dir)])
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
     run([*mpi_launcher(), bosch_cli, *cli_args(stories_model, emma_text, mpi_dir)], env=env)
+    run([*mpi_launcher(), sys.executable, "-c", PY_MPI, stories_model, emma_text, py_mpi_dir,
+         json.dumps(SETTINGS), json.dumps(SEARCH)], env=env)
 
     evaluator = bosch.TransformerEvaluator(stories_model, text_files=[emma_text], **SETTINGS)
     result = bosch.select(evaluator, **SEARCH, log=py_dir / "log.jsonl")
@@ -83,6 +104,8 @@ def test_cli_mpi_and_python_write_the_same_files(bosch_cli, stories_model, emma_
     assert json.loads(cli[0])["metadata"]["swa_heads"] == 10
     assert canonical(mpi_dir / "mask.json", mpi_dir / "log.jsonl") == cli
     assert canonical(py_dir / "mask.json", py_dir / "log.jsonl") == cli
+    assert canonical(py_mpi_dir / "mask.json", py_mpi_dir / "log.jsonl") == cli
+    assert (py_mpi_dir / "bits-0").read_text() == (py_mpi_dir / "bits-1").read_text()
     # The result in Python is the one in the files.
     assert evaluator.metadata(result) == json.loads((py_dir / "mask.json").read_text())["metadata"]
 
