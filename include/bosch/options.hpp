@@ -144,7 +144,9 @@ inline const char* to_string(PenaltyScope v) noexcept {
 }
 
 /// The values of each option enum, in declaration order (for parsing,
-/// listing in messages and bindings).
+/// listing in messages and bindings). A specialization may add
+/// `static T parse(std::string_view text, const std::string& where)`, its
+/// own parser (aliases, its own message), which parse_enum then uses.
 template <class T>
 struct enum_values;
 template <>
@@ -194,9 +196,11 @@ std::string enum_names() {
 
 /// Parses a name printed by to_string(); throws bosch::invalid_argument naming
 /// `option` and the accepted values otherwise (used by the CLI, checkpoints
-/// and the Python binding).
+/// and the Python binding for every enum of both tables).
 template <class T>
 T parse_enum(std::string_view text, const char* option) {
+  if constexpr (requires { enum_values<T>::parse(text, std::string(option)); })
+    return enum_values<T>::parse(text, std::string(option));
   for (T v : enum_values<T>::values)
     if (text == to_string(v)) return v;
   throw invalid_argument(

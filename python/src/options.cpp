@@ -4,6 +4,8 @@
 
 #include "options.hpp"
 
+#include "field_traits.hpp"
+
 #include <bosch/io/options_json.hpp>
 
 #include <cstdint>
@@ -21,97 +23,6 @@ namespace {
 
 std::string repr_of(nb::handle h) { return nb::cast<std::string>(nb::repr(h)); }
 
-/// The conversion of one option type. A field of a type without a
-/// specialization below stops the build here: add one (to_py, from_py and
-/// py_type, the annotation used in signatures and stubs), and a JSON form in
-/// include/bosch/io/options_json.hpp if it lacks one.
-template <class T, class = void>
-struct option_traits {
-  static_assert(sizeof(T) == 0,
-                "bosch Python binding: an Options field has a type without a Python conversion; "
-                "add an option_traits specialization in python/src/options.cpp");
-};
-
-template <>
-struct option_traits<bool> {
-  static std::string py_type() { return "bool"; }
-  static nb::object to_py(bool v) { return nb::bool_(v); }
-  static bool from_py(nb::handle h, std::string_view field) { return bool_from(h, field); }
-};
-
-template <class T>
-struct option_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
-  static std::string py_type() { return "int"; }
-  static nb::object to_py(T v) { return nb::int_(v); }
-  static T from_py(nb::handle h, std::string_view field) { return integer_from<T>(h, field); }
-};
-
-template <>
-struct option_traits<double> {
-  static std::string py_type() { return "float"; }
-  static nb::object to_py(double v) { return nb::float_(v); }
-  static double from_py(nb::handle h, std::string_view field) {
-    if (PyBool_Check(h.ptr()) || PyUnicode_Check(h.ptr()) || !PyNumber_Check(h.ptr()))
-      wrong_type(field, "a float", h);
-    const double v = PyFloat_AsDouble(h.ptr());
-    if (v == -1.0 && PyErr_Occurred()) {
-      PyErr_Clear();
-      wrong_type(field, "a float", h);
-    }
-    return v;
-  }
-};
-
-template <class T>
-struct option_traits<T, std::enable_if_t<std::is_enum_v<T>>> {
-  static std::string py_type() {
-    std::string s = "typing.Literal[";
-    for (T v : enum_values<T>::values) s += (s.back() == '[' ? "'" : ", '") + std::string(to_string(v)) + "'";
-    return s + "]";
-  }
-  static nb::object to_py(T v) { return nb::str(to_string(v)); }
-  static T from_py(nb::handle h, std::string_view field) {
-    if (!PyUnicode_Check(h.ptr())) wrong_type(field, ("one of the names " + enum_names<T>()).c_str(), h);
-    return parse_enum<T>(nb::cast<std::string>(h), std::string(field).c_str());
-  }
-};
-
-template <>
-struct option_traits<std::vector<double>> {
-  static std::string py_type() { return "collections.abc.Sequence[float]"; }
-  static nb::object to_py(const std::vector<double>& v) {
-    nb::list l;
-    for (double x : v) l.append(nb::float_(x));
-    return l;
-  }
-  static std::vector<double> from_py(nb::handle h, std::string_view field) {
-    if (PyUnicode_Check(h.ptr()) || !PySequence_Check(h.ptr()) && !nb::hasattr(h, "__array__"))
-      wrong_type(field, "a sequence of floats", h);
-    std::vector<double> out;
-    for (nb::handle x : nb::iter(h)) out.push_back(option_traits<double>::from_py(x, field));
-    return out;
-  }
-};
-
-template <>
-struct option_traits<std::vector<HeadMask>> {
-  static std::string py_type() {
-    return "collections.abc.Sequence[numpy.typing.ArrayLike]";
-  }
-  static nb::object to_py(const std::vector<HeadMask>& v) {
-    nb::list l;
-    for (const auto& m : v) l.append(mask_to_numpy(m));
-    return l;
-  }
-  static std::vector<HeadMask> from_py(nb::handle h, std::string_view field) {
-    if (PyUnicode_Check(h.ptr())) wrong_type(field, "a sequence of bool arrays", h);
-    std::vector<HeadMask> out;
-    const std::string where(field);
-    for (nb::handle x : nb::iter(h)) out.push_back(mask_from(x, std::nullopt, where.c_str()));
-    return out;
-  }
-};
-
 /// The Python spelling of a field name (see options.hpp).
 std::string py_name(std::string_view name) {
   // Leaked on purpose: a static nb::object would be released after the
@@ -122,23 +33,11 @@ std::string py_name(std::string_view name) {
   return s;
 }
 
-/// Sets one field from Python, running its check.
-template <class Field>
-void set_field(Options& o, const Field& field, nb::handle value) {
-  using T = typename Field::value_type;
-  T v = option_traits<T>::from_py(value, field.name);
-  if (field.check != nullptr) {
-    const std::string msg = field.check(v);
-    if (!msg.empty()) throw invalid_argument(msg, std::string(field.name));
-  }
-  o.*field.member = std::move(v);
-}
-
 nb::dict options_to_dict(const Options& o) {
   nb::dict d;
   for_each_option([&](const auto& field) {
     using T = typename std::decay_t<decltype(field)>::value_type;
-    d[py_name(field.name).c_str()] = option_traits<T>::to_py(o.*field.member);
+    d[py_name(field.name).c_str()] = field_traits<T>::to_py(o.*field.member);
   });
   return d;
 }
@@ -164,8 +63,8 @@ const std::string& options_signature() {
     for_each_option([&](const auto& field) {
       using T = typename std::decay_t<decltype(field)>::value_type;
       if (!s.empty()) s += ", ";
-      s += py_name(field.name) + ": " + option_traits<T>::py_type() + " = " +
-           repr_of(option_traits<T>::to_py(defaults.*field.member));
+      s += py_name(field.name) + ": " + field_traits<T>::py_type() + " = " +
+           repr_of(field_traits<T>::to_py(defaults.*field.member));
     });
     return s;
   }();
@@ -179,7 +78,7 @@ const std::string& options_docstring() {
     for_each_option([&](const auto& field) {
       using T = typename std::decay_t<decltype(field)>::value_type;
       s += "    " + py_name(field.name) + " (default " +
-           repr_of(option_traits<T>::to_py(defaults.*field.member)) + "): " + std::string(field.help) +
+           repr_of(field_traits<T>::to_py(defaults.*field.member)) + "): " + std::string(field.help) +
            (field.role == FieldRole::run ? " [run control: may change on resume]" : "") + "\n";
     });
     return s;
@@ -235,10 +134,10 @@ void bind_options(nb::module_& m) {
     const F f = field;
     cls.def_prop_rw(
         keep_string(name),
-        [f](const Options& o) { return option_traits<T>::to_py(o.*f.member); },
+        [f](const Options& o) { return field_traits<T>::to_py(o.*f.member); },
         [f](Options& o, nb::handle v) { set_field(o, f, v); },
-        nb::for_getter(nb::sig(keep_string("def " + name + "(self, /) -> " + option_traits<T>::py_type()))),
-        nb::for_setter(nb::sig(keep_string("def " + name + "(self, value: " + option_traits<T>::py_type() +
+        nb::for_getter(nb::sig(keep_string("def " + name + "(self, /) -> " + field_traits<T>::py_type()))),
+        nb::for_setter(nb::sig(keep_string("def " + name + "(self, value: " + field_traits<T>::py_type() +
                                     ", /) -> None"))),
         keep_string(std::string(field.help)));
   });
@@ -270,8 +169,8 @@ void bind_options(nb::module_& m) {
           nb::dict d;
           d["name"] = py_name(field.name);
           d["cpp_name"] = std::string(field.name);
-          d["type"] = option_traits<T>::py_type();
-          d["default"] = option_traits<T>::to_py(defaults.*field.member);
+          d["type"] = field_traits<T>::py_type();
+          d["default"] = field_traits<T>::to_py(defaults.*field.member);
           d["help"] = std::string(field.help);
           d["role"] = field.role == FieldRole::run ? "run" : "search";
           out.append(d);
@@ -291,7 +190,7 @@ void bind_options(nb::module_& m) {
       if (json_codec<T>::to(o.*field.member) == json_codec<T>::to(defaults.*field.member))
         return;
       s += (s.empty() ? "" : ", ") + py_name(field.name) + "=" +
-           repr_of(option_traits<T>::to_py(o.*field.member));
+           repr_of(field_traits<T>::to_py(o.*field.member));
     });
     return "Options(" + s + ")";
   });

@@ -15,8 +15,9 @@
 ///   enums -> str (the names of bosch::to_string, parsed by
 ///   bosch::parse_enum), std::vector<double> -> list[float],
 ///   std::vector<HeadMask> -> list of bool arrays (layers, kv_heads). A field
-///   of any other type is a compile-time error (option_traits in options.cpp
-///   says where to add it), so a field can never be silently missing;
+///   of any other type is a compile-time error (field_traits.hpp, the one
+///   set of conversions of both tables, says where to add it), so a field can
+///   never be silently missing;
 /// - checks: the field's own check runs when it is set (bosch.InvalidArgument,
 ///   a ValueError, whose `where` is the field's C++ name).
 

@@ -3,6 +3,7 @@
 
 #include "transformer.hpp"
 
+#include "field_traits.hpp"
 #include "processes.hpp"
 
 #include <bosch/eval/compare.hpp>
@@ -29,84 +30,6 @@ bool has_cuda() {
 
 namespace {
 
-/// The Python form of each setting type: conversion, annotation, default's repr.
-template <class T, class = void>
-struct setting_traits;
-
-template <class T>
-struct setting_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
-  static T from_py(nb::handle h, std::string_view f) { return integer_from<T>(h, f); }
-  static std::string py_type() { return "int"; }
-  static std::string repr(T v) { return std::to_string(v); }
-};
-template <>
-struct setting_traits<bool> {
-  static bool from_py(nb::handle h, std::string_view f) { return bool_from(h, f); }
-  static std::string py_type() { return "bool"; }
-  static std::string repr(bool v) { return v ? "True" : "False"; }
-};
-template <>
-struct setting_traits<Device> {
-  static Device from_py(nb::handle h, std::string_view f) {
-    if (!PyUnicode_Check(h.ptr())) wrong_type(f, "'cpu' or 'cuda'", h);
-    return parse_device(nb::cast<std::string>(h), std::string(f));
-  }
-  static std::string py_type() { return "typing.Literal['cpu', 'cuda']"; }
-  static std::string repr(Device d) { return "'" + std::string(to_string(d)) + "'"; }
-};
-template <>
-struct setting_traits<cpu::Precision> {
-  static cpu::Precision from_py(nb::handle h, std::string_view f) {
-    if (!PyUnicode_Check(h.ptr())) wrong_type(f, "'fp32', 'bf16' or 'automatic'", h);
-    return cpu::parse_precision(nb::cast<std::string>(h), std::string(f));
-  }
-  static std::string py_type() { return "typing.Literal['fp32', 'bf16', 'automatic']"; }
-  static std::string repr(cpu::Precision p) { return "'" + std::string(cpu::to_string(p)) + "'"; }
-};
-template <>
-struct setting_traits<std::vector<tasks::TaskKind>> {
-  static std::vector<tasks::TaskKind> from_py(nb::handle h, std::string_view f) {
-    std::string names;
-    if (PyUnicode_Check(h.ptr())) {
-      names = nb::cast<std::string>(h);
-    } else {
-      for (nb::handle t : nb::iter(h)) {
-        if (!PyUnicode_Check(t.ptr())) wrong_type(f, "task names", t);
-        names += (names.empty() ? "" : ",") + nb::cast<std::string>(t);
-      }
-    }
-    return parse_task_list(names);
-  }
-  static std::string py_type() { return "str | collections.abc.Sequence[str]"; }
-  static std::string repr(const std::vector<tasks::TaskKind>& v) { return "'" + task_list_string(v) + "'"; }
-};
-template <>
-struct setting_traits<std::vector<int>> {
-  static std::vector<int> from_py(nb::handle h, std::string_view f) {
-    if (PyLong_Check(h.ptr()) || nb::hasattr(h, "__index__")) return {integer_from<int>(h, f)};
-    std::vector<int> out;
-    for (nb::handle x : nb::iter(h)) out.push_back(integer_from<int>(x, f));
-    return out;
-  }
-  static std::string py_type() { return "int | collections.abc.Sequence[int]"; }
-  static std::string repr(const std::vector<int>& v) {
-    return v.size() == 1 ? std::to_string(v.front()) : "(" + context_list_string(v) + ")";
-  }
-};
-template <>
-struct setting_traits<std::vector<std::string>> {
-  static std::vector<std::string> from_py(nb::handle h, std::string_view f) {
-    if (h.is_none()) return {};
-    const std::string what(f);
-    if (PyUnicode_Check(h.ptr()) || nb::hasattr(h, "__fspath__")) return {path_from(h, what.c_str())};
-    std::vector<std::string> out;
-    for (nb::handle x : nb::iter(h)) out.push_back(path_from(x, what.c_str()));
-    return out;
-  }
-  static std::string py_type() { return "collections.abc.Sequence[str | os.PathLike[str]] | None"; }
-  static std::string repr(const std::vector<std::string>&) { return "None"; }
-};
-
 /// The settings of the keywords in `kw` (each popped), the rest at their defaults.
 RunSettings settings_from(const std::string& model_path, nb::dict& kw) {
   RunSettings s;
@@ -118,7 +41,7 @@ RunSettings settings_from(const std::string& model_path, nb::dict& kw) {
       if (!kw.contains(key)) return;
       nb::object v = kw[key];
       PyDict_DelItem(kw.ptr(), key.ptr());
-      s.*f.member = setting_traits<T>::from_py(v, f.name);
+      set_field(s, f, v);
     }
   });
   if (kw.size() > 0)
@@ -134,8 +57,7 @@ std::string settings_signature() {
   for_each_setting([&](const auto& f) {
     using T = typename std::decay_t<decltype(f)>::value_type;
     if constexpr (!std::is_same_v<T, std::string>)
-      sig += ", " + std::string(f.name) + ": " + setting_traits<T>::py_type() + " = " +
-             setting_traits<T>::repr(defaults.*f.member);
+      sig += ", " + std::string(f.name) + ": " + field_traits<T>::py_type() + " = " + py_repr(defaults.*f.member);
   });
   return sig + ") -> None";
 }
@@ -147,7 +69,7 @@ std::string settings_docstring() {
     using T = typename std::decay_t<decltype(f)>::value_type;
     if constexpr (!std::is_same_v<T, std::string>)
       doc += std::string(f.name) + ": " + std::string(f.help) + " (default " +
-             setting_traits<T>::repr(defaults.*f.member) + ").\n";
+             py_repr(defaults.*f.member) + ").\n";
   });
   return doc;
 }

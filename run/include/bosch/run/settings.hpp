@@ -43,18 +43,22 @@ inline const char* to_string(Device d) noexcept { return d == Device::cpu ? "cpu
 template <>
 struct enum_values<Device> {
   static constexpr std::array values{Device::cpu, Device::cuda};
+  /// "cpu" or "cuda"; bosch::invalid_argument naming `where` otherwise
+  /// ("unknown device 'tpu' (expected cpu or cuda)").
+  static Device parse(std::string_view text, const std::string& where) {
+    for (Device d : values)
+      if (text == to_string(d)) return d;
+    throw invalid_argument("unknown device '" + std::string(text) + "' (expected cpu or cuda)", where);
+  }
 };
-/// "cpu" or "cuda"; bosch::invalid_argument naming `where` otherwise
-/// ("unknown device 'tpu' (expected cpu or cuda)").
-inline Device parse_device(std::string_view text, const std::string& where) {
-  for (Device d : enum_values<Device>::values)
-    if (text == to_string(d)) return d;
-  throw invalid_argument("unknown device '" + std::string(text) + "' (expected cpu or cuda)", where);
-}
 
 template <>
 struct enum_values<cpu::Precision> {
   static constexpr std::array values{cpu::Precision::fp32, cpu::Precision::bf16, cpu::Precision::automatic};
+  /// cpu::parse_precision: also "auto".
+  static cpu::Precision parse(std::string_view text, const std::string& where) {
+    return cpu::parse_precision(text, where);
+  }
 };
 
 /// The longest sample (tokens) any run generates, even with

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file python/src/field_traits.hpp
+/// The Python form of every value type of the two field tables (bosch::Field:
+/// the search options of bosch.Options and bosch.select, the run settings of
+/// bosch.TransformerEvaluator): its annotation (py_type, used in signatures
+/// and stubs), its Python value (to_py, whose repr is the default a
+/// signature shows) and its conversion from Python (from_py: TypeError for a
+/// wrong type, bosch.InvalidArgument for a bad value, both naming the field).
+/// A field of a type without a specialization is a compile-time error here.
+
+#include "convert.hpp"
+
+#include <bosch/options.hpp>
+#include <bosch/run/settings.hpp>
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace bosch::python {
+
+template <class T, class = void>
+struct field_traits {
+  static_assert(sizeof(T) == 0,
+                "bosch Python binding: a table field has a type without a Python conversion; "
+                "add a field_traits specialization in python/src/field_traits.hpp");
+};
+
+template <>
+struct field_traits<bool> {
+  static std::string py_type() { return "bool"; }
+  static nb::object to_py(bool v) { return nb::bool_(v); }
+  static bool from_py(nb::handle h, std::string_view field) { return bool_from(h, field); }
+};
+
+template <class T>
+struct field_traits<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
+  static std::string py_type() { return "int"; }
+  static nb::object to_py(T v) { return nb::int_(v); }
+  static T from_py(nb::handle h, std::string_view field) { return integer_from<T>(h, field); }
+};
+
+template <>
+struct field_traits<double> {
+  static std::string py_type() { return "float"; }
+  static nb::object to_py(double v) { return nb::float_(v); }
+  static double from_py(nb::handle h, std::string_view field) {
+    if (PyBool_Check(h.ptr()) || PyUnicode_Check(h.ptr()) || !PyNumber_Check(h.ptr()))
+      wrong_type(field, "a float", h);
+    const double v = PyFloat_AsDouble(h.ptr());
+    if (v == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      wrong_type(field, "a float", h);
+    }
+    return v;
+  }
+};
+
+/// Enums by name (bosch::enum_values, bosch::parse_enum).
+template <class T>
+struct field_traits<T, std::enable_if_t<std::is_enum_v<T>>> {
+  static std::string py_type() {
+    std::string s = "typing.Literal[";
+    for (T v : enum_values<T>::values) s += (s.back() == '[' ? "'" : ", '") + std::string(to_string(v)) + "'";
+    return s + "]";
+  }
+  static nb::object to_py(T v) { return nb::str(std::string(to_string(v)).c_str()); }
+  static T from_py(nb::handle h, std::string_view field) {
+    if (!PyUnicode_Check(h.ptr())) wrong_type(field, ("one of the names " + enum_names<T>()).c_str(), h);
+    return parse_enum<T>(nb::cast<std::string>(h), std::string(field).c_str());
+  }
+};
+
+template <>
+struct field_traits<std::vector<double>> {
+  static std::string py_type() { return "collections.abc.Sequence[float]"; }
+  static nb::object to_py(const std::vector<double>& v) {
+    nb::list l;
+    for (double x : v) l.append(nb::float_(x));
+    return l;
+  }
+  static std::vector<double> from_py(nb::handle h, std::string_view field) {
+    if (PyUnicode_Check(h.ptr()) || !PySequence_Check(h.ptr()) && !nb::hasattr(h, "__array__"))
+      wrong_type(field, "a sequence of floats", h);
+    std::vector<double> out;
+    for (nb::handle x : nb::iter(h)) out.push_back(field_traits<double>::from_py(x, field));
+    return out;
+  }
+};
+
+template <>
+struct field_traits<std::vector<HeadMask>> {
+  static std::string py_type() { return "collections.abc.Sequence[numpy.typing.ArrayLike]"; }
+  static nb::object to_py(const std::vector<HeadMask>& v) {
+    nb::list l;
+    for (const auto& m : v) l.append(mask_to_numpy(m));
+    return l;
+  }
+  static std::vector<HeadMask> from_py(nb::handle h, std::string_view field) {
+    if (PyUnicode_Check(h.ptr())) wrong_type(field, "a sequence of bool arrays", h);
+    std::vector<HeadMask> out;
+    const std::string where(field);
+    for (nb::handle x : nb::iter(h)) out.push_back(mask_from(x, std::nullopt, where.c_str()));
+    return out;
+  }
+};
+
+/// Task lists: "needle,copy" or a sequence of names.
+template <>
+struct field_traits<std::vector<tasks::TaskKind>> {
+  static std::string py_type() { return "str | collections.abc.Sequence[str]"; }
+  static nb::object to_py(const std::vector<tasks::TaskKind>& v) { return nb::str(task_list_string(v).c_str()); }
+  static std::vector<tasks::TaskKind> from_py(nb::handle h, std::string_view field) {
+    std::string names;
+    if (PyUnicode_Check(h.ptr())) {
+      names = nb::cast<std::string>(h);
+    } else {
+      for (nb::handle t : nb::iter(h)) {
+        if (!PyUnicode_Check(t.ptr())) wrong_type(field, "task names", t);
+        names += (names.empty() ? "" : ",") + nb::cast<std::string>(t);
+      }
+    }
+    return parse_task_list(names);
+  }
+};
+
+/// Context lengths: one int, or a sequence of them.
+template <>
+struct field_traits<std::vector<int>> {
+  static std::string py_type() { return "int | collections.abc.Sequence[int]"; }
+  static nb::object to_py(const std::vector<int>& v) {
+    if (v.size() == 1) return nb::int_(v.front());
+    nb::list l;
+    for (int x : v) l.append(nb::int_(x));
+    return nb::tuple(l);
+  }
+  static std::vector<int> from_py(nb::handle h, std::string_view field) {
+    if (PyLong_Check(h.ptr()) || nb::hasattr(h, "__index__")) return {integer_from<int>(h, field)};
+    std::vector<int> out;
+    for (nb::handle x : nb::iter(h)) out.push_back(integer_from<int>(x, field));
+    return out;
+  }
+};
+
+/// File lists: None, one path, or a sequence of paths.
+template <>
+struct field_traits<std::vector<std::string>> {
+  static std::string py_type() { return "collections.abc.Sequence[str | os.PathLike[str]] | None"; }
+  static nb::object to_py(const std::vector<std::string>& v) {
+    if (v.empty()) return nb::none();
+    nb::list l;
+    for (const auto& x : v) l.append(nb::str(x.c_str()));
+    return l;
+  }
+  static std::vector<std::string> from_py(nb::handle h, std::string_view field) {
+    if (h.is_none()) return {};
+    const std::string what(field);
+    if (PyUnicode_Check(h.ptr()) || nb::hasattr(h, "__fspath__")) return {path_from(h, what.c_str())};
+    std::vector<std::string> out;
+    for (nb::handle x : nb::iter(h)) out.push_back(path_from(x, what.c_str()));
+    return out;
+  }
+};
+
+/// A value as a signature shows it (Python's repr of to_py).
+template <class T>
+std::string py_repr(const T& v) {
+  return nb::cast<std::string>(nb::repr(field_traits<T>::to_py(v)));
+}
+
+/// Field `field` of `owner` from Python, running the field's own check
+/// (bosch.InvalidArgument naming the field).
+template <class Owner, class T>
+void set_field(Owner& owner, const Field<Owner, T>& field, nb::handle value) {
+  T v = field_traits<T>::from_py(value, field.name);
+  if (field.check != nullptr) {
+    const std::string msg = field.check(v);
+    if (!msg.empty()) throw invalid_argument(msg, std::string(field.name));
+  }
+  owner.*field.member = std::move(v);
+}
+
+}  // namespace bosch::python
