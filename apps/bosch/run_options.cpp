@@ -12,17 +12,6 @@
 
 namespace bosch::cli {
 
-namespace {
-
-/// A setting's value from the variables map: typed for flags, numbers and
-/// file lists, from the option's text otherwise.
-template <class T>
-T parse(const po::variable_value& value, const std::string& option) {
-  if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::vector<std::string>>) return value.as<T>();
-  else return parse_value<T>(value.as<std::string>(), option);
-}
-
-}  // namespace
 
 RunOptions::RunOptions(std::initializer_list<SettingGroup> groups, std::vector<std::string_view> skip)
     : groups_(groups), skip_(std::move(skip)) {}
@@ -33,11 +22,7 @@ bool RunOptions::takes(std::string_view group, std::string_view field) const {
 }
 
 std::string RunOptions::option_of(std::string_view field) {
-  std::string out(field);
-  for_each_setting([&](const auto& f) {
-    if (f.name == field) out = "--" + long_name(f);
-  });
-  return out;
+  return option_in([](auto&& visit) { for_each_setting(visit); }, field);
 }
 
 SettingNamer RunOptions::namer() {
@@ -55,33 +40,8 @@ po::options_description RunOptions::describe() {
   for (SettingGroup g : groups_) {
     po::options_description d{std::string(group_title(g))};
     for_each_setting([&](const auto& f) {
-      using T = typename std::decay_t<decltype(f)>::value_type;
       if (f.group != group_title(g) || !takes(f.group, f.name)) return;
-      const std::string spec = option_spec(f);
-      const std::string help(f.help);
-      const T& def = defaults.*f.member;
-      if constexpr (std::is_same_v<T, bool>) {
-        d.add_options()(spec.c_str(), flag_in_map(def), help.c_str());
-      } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-        d.add_options()(spec.c_str(),
-                        po::value<std::vector<std::string>>()->multitoken()->value_name(value_name(f)),
-                        help.c_str());
-      } else if constexpr (std::is_arithmetic_v<T>) {
-        // Typed, so that CommandLine refuses a negative value of an unsigned
-        // setting wherever it comes from (command line or --config FILE).
-        auto* v = po::value<T>()->value_name(value_name(f));
-        if constexpr (std::is_floating_point_v<T>) {
-          v->default_value(def, shortest_text(def));  // as cli::number shows it
-        } else {
-          v->default_value(def);
-        }
-        d.add_options()(spec.c_str(), v, help.c_str());
-      } else {
-        auto* v = po::value<std::string>()->value_name(value_name(f));
-        const std::string text = value_text(def);
-        if (!text.empty()) v->default_value(text);
-        d.add_options()(spec.c_str(), v, help.c_str());
-      }
+      add_field_option(d, f, defaults.*f.member, Numbers::typed);
     });
     all.add(d);
   }
@@ -90,22 +50,17 @@ po::options_description RunOptions::describe() {
 
 RunSettings RunOptions::resolve(const po::variables_map& vm, RunSettings base) const {
   for_each_setting([&](const auto& f) {
-    using T = typename std::decay_t<decltype(f)>::value_type;
     if (!takes(f.group, f.name)) return;
     const std::string name = long_name(f);
     // Given, or (flags and defaulted options) present in the map: a default
     // the map holds is the library's, so a base from a mask's metadata wins.
     if (!vm.count(name) || !cli::given(vm, name.c_str())) return;
-    const std::string option = "--" + name;
-    T v = parse<T>(vm[name], option);
-    if (f.check != nullptr) {
-      const std::string msg = f.check(v);
-      if (!msg.empty()) {
-        if (f.name == "model") throw usage_error("no model given (--model PATH or a positional MODEL)");
-        throw bosch::invalid_argument(msg, option);
-      }
+    try {
+      base.*f.member = read_field_option(vm, f);
+    } catch (const bosch::invalid_argument&) {
+      if (f.name == "model") throw usage_error("no model given (--model PATH or a positional MODEL)");
+      throw;
     }
-    base.*f.member = std::move(v);
   });
   if (takes(group_title(SettingGroup::model), "model") && base.model.empty())
     throw usage_error("no model given (--model PATH or a positional MODEL)");

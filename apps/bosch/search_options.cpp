@@ -19,11 +19,7 @@ bool SearchOptions::skipped(std::string_view field) const {
 }
 
 std::string SearchOptions::option_of(std::string_view field) {
-  std::string out = option_name(field);
-  for_each_option([&](const auto& f) {
-    if (f.name == field) out = "--" + long_name(f);
-  });
-  return out;
+  return option_in([](auto&& visit) { for_each_option(visit); }, field);
 }
 
 po::options_description SearchOptions::describe(const std::string& title) {
@@ -32,19 +28,7 @@ po::options_description SearchOptions::describe(const std::string& title) {
   for_each_option([&](const auto& f) {
     using T = typename std::decay_t<decltype(f)>::value_type;
     if constexpr (cli_expressible<T>) {
-      if (skipped(f.name)) return;
-      const std::string spec = option_spec(f);
-      const std::string help(f.help);
-      const T& def = defaults.*f.member;
-      if constexpr (std::is_same_v<T, bool>) {
-        d.add_options()(spec.c_str(), flag_in_map(def), help.c_str());
-      } else {
-        auto* v = po::value<std::string>();
-        v->value_name(value_name(f));
-        const std::string text = value_text(def);
-        if (!text.empty()) v->default_value(text);
-        d.add_options()(spec.c_str(), v, help.c_str());
-      }
+      if (!skipped(f.name)) add_field_option(d, f, defaults.*f.member, Numbers::text);
     }
   });
   return d;
@@ -55,19 +39,8 @@ Options SearchOptions::resolve(const po::variables_map& vm) const {
   for_each_option([&](const auto& f) {
     using T = typename std::decay_t<decltype(f)>::value_type;
     if constexpr (cli_expressible<T>) {
-      const std::string name = long_name(f);
-      if (skipped(f.name) || !vm.count(name)) return;
-      const std::string option = "--" + name;
-      T v;
-      if constexpr (std::is_same_v<T, bool>)
-        v = vm[name].template as<bool>();
-      else
-        v = parse_value<T>(vm[name].template as<std::string>(), option);
-      if (f.check != nullptr) {
-        const std::string msg = f.check(v);
-        if (!msg.empty()) throw invalid_argument(msg, option);
-      }
-      o.*f.member = std::move(v);
+      if (skipped(f.name) || !vm.count(long_name(f))) return;
+      o.*f.member = read_field_option(vm, f);
     }
   });
   try {

@@ -43,20 +43,6 @@ std::string shown(const T& v) {
   else return std::to_string(v);
 }
 
-std::string flag_of(std::string_view name, std::string_view cli) {
-  std::string s;
-  if (!cli.empty()) {
-    const auto comma = cli.find(',');
-    s = "--" + std::string(cli.substr(0, comma));
-    if (comma != std::string_view::npos) s += ", -" + std::string(cli.substr(comma + 1));
-    return s;
-  }
-  s = "--" + std::string(name);
-  for (char& c : s)
-    if (c == '_') c = '-';
-  return s;
-}
-
 const char* role_of(bosch::FieldRole r) {
   switch (r) {
     case bosch::FieldRole::identity: return "scores";
@@ -77,7 +63,7 @@ template <class T, class ForEach>
 void rows(std::ostream& o, const T& defaults, ForEach for_each) {
   o << "| name | command line | default | changes | meaning |\n|---|---|---|---|---|\n";
   for_each([&](const auto& f) {
-    o << "| `" << f.name << "` | `" << flag_of(f.name, f.cli) << "` | " << escape(shown(defaults.*f.member))
+    o << "| `" << f.name << "` | `" << bosch::cli_flags(f) << "` | " << escape(shown(defaults.*f.member))
       << " | " << role_of(f.role) << " | " << escape(f.help) << " |\n";
   });
 }

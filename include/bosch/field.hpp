@@ -41,4 +41,25 @@ struct Field {
   std::string_view group = {};
 };
 
+/// A field's long command-line option without the dashes: the table's `cli`
+/// before its comma, else `name` with '-' for '_' ("context,c" -> "context";
+/// "held_out_samples" -> "held-out-samples").
+template <class Owner, class T>
+std::string cli_long_name(const Field<Owner, T>& f) {
+  if (!f.cli.empty()) return std::string(f.cli.substr(0, f.cli.find(',')));
+  std::string s(f.name);
+  for (char& c : s)
+    if (c == '_') c = '-';
+  return s;
+}
+
+/// The options as a user types them: "--context, -c", "--held-out-samples".
+template <class Owner, class T>
+std::string cli_flags(const Field<Owner, T>& f) {
+  std::string s = "--" + cli_long_name(f);
+  if (const auto comma = f.cli.find(','); comma != std::string_view::npos)
+    s += ", -" + std::string(f.cli.substr(comma + 1));
+  return s;
+}
+
 }  // namespace bosch
