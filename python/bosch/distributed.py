@@ -76,9 +76,11 @@ class ShardedEvaluator:
         self.begin, self.end = share(self._n, self.size, self.rank)
         self._cost = 0.0
         self._calls = 0
-        layout = getattr(evaluator, "layout", None)
-        if layout is not None:
-            self.layout = layout() if callable(layout) and not hasattr(layout, "shape") else layout
+
+    @property
+    def layout(self):
+        """The inner evaluator's layout, as it gives it (AttributeError when it has none)."""
+        return self.inner.layout
 
     def sample_count(self):
         return self._n

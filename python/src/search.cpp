@@ -277,7 +277,7 @@ std::vector<double> doubles_from(nb::handle r, std::ptrdiff_t n, const char* who
   const auto view = nb::cast<nb::ndarray<const double, nb::ndim<1>>>(v);
   if (n >= 0 && view.shape(0) != static_cast<std::size_t>(n))
     throw nb::value_error((std::string(who) + " returned " + std::to_string(view.shape(0)) + " scores for " +
-                           std::to_string(n) + (std::string(who) == "evaluate_batch" ? " masks" : " samples"))
+                           std::to_string(n) + " samples")
                               .c_str());
   std::vector<double> out(view.shape(0));
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = view(i);

@@ -233,7 +233,6 @@ inline std::vector<double> duo_head_scores(const HeadMask& mask, const std::vect
   return scores;
 }
 
-
 /// The TSV text of per-head scores (layers rows of KV-head values).
 inline std::string scores_to_tsv(const HeadLayout& layout, const std::vector<double>& scores) {
   std::string s;

@@ -37,7 +37,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
