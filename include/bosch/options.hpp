@@ -269,6 +269,15 @@ struct Options {
   /// search's forwards. 0 (default) or at least the sample count = every
   /// sample (docs/algorithm.md §Racing).
   std::size_t probe_samples = 0;
+  /// With screened probes (probe_samples): score each layer's chosen probe
+  /// and every completion probe on all calibration samples before Stage 1
+  /// records its drop. The screen still chooses among a layer's probes; the
+  /// drops that set the per-layer ratios, and the completion drops that
+  /// decide which layers lose their last full head, come from every sample
+  /// (docs/algorithm.md §Racing; at rho 0.75 the screened drops missed a
+  /// critical layer in 2 of 4 calibration draws, docs/results/draws-0.75).
+  /// No effect without screening.
+  bool confirm_probes = false;
 
   // --- Stage 2: adaptive ratios (paper 7 item 3) ------------------------------------
   /// Explicit per-layer ratio levels in [0, 1]; each becomes the count
@@ -443,6 +452,9 @@ void for_each_option(F&& f) {
       "Stage 1 drops: marginal | cumulative"});
   f(OptionField<std::size_t>{"probe_samples", &O::probe_samples,
       "Stage 1: score probes on this many samples, paired against all-full (0 = all)"});
+  f(OptionField<bool>{"confirm_probes", &O::confirm_probes,
+      "Stage 1 with probe_samples: score each layer's chosen probe and the completion probes "
+      "on every sample, so the drops that set the ratios are not screened"});
   f(OptionField<std::vector<double>>{"ratio_levels", &O::ratio_levels,
       "Stage 2: explicit per-layer ratio levels in [0, 1] (empty = automatic)",
       [](const std::vector<double>& v) {

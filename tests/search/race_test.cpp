@@ -526,3 +526,65 @@ TEST_CASE("screening needs per-sample scores and the all-full mask's; estimates 
   CHECK(same_bits(*whole, fresh.evaluate(m)));
   CHECK(obj.cached(m) == whole);
 }
+
+TEST_CASE("confirmed probes: the screen chooses, every committed probe and completion probe is scored in full") {
+  // rho 0.75 on 3 KV heads per layer: the probe width is capped at 2 and the
+  // completion probes decide which layers lose their last full head. With
+  // confirm_probes the screen still chooses each layer's probe, and each
+  // layer's committed probe and each completion probe is then scored on all
+  // 8 samples; without screening the option changes nothing.
+  for (std::uint64_t s = 0; s < 4; ++s) {
+    CAPTURE(s);
+    const HeadLayout lay{6, 6, 3};
+    auto make = [&] {
+      auto e = bosch::test::NoisySamples<bosch::test::EntangledEvaluator>(
+          bosch::test::EntangledEvaluator(lay, 1, bosch::test::seed(700 + s)));
+      e.sigma = 0.02;
+      return e;
+    };
+    Options o = raced(bosch::test::seed(310 + s));
+    o.target_ratio = 0.75;
+    o.probe_samples = 4;
+    auto plain_eval = make();
+    const bosch::Result plain = bosch::select(plain_eval, o);
+    o.confirm_probes = true;
+    auto confirm_eval = make();
+    const bosch::Result confirmed = bosch::select(confirm_eval, o);
+
+    std::vector<HeadMask> screened_plain, first_layer;
+    std::size_t full_probes = 0;
+    for (const auto& r : plain.log)
+      if (r.stage == bosch::Stage::probes) {
+        CHECK(r.eliminated);  // every probe screened
+        screened_plain.push_back(r.mask);
+      }
+    for (const auto& r : confirmed.log) {
+      if (r.stage != bosch::Stage::probes) continue;
+      if (r.eliminated) {
+        CHECK(r.samples == 4);
+        if (full_probes == 0) first_layer.push_back(r.mask);
+      } else {
+        CHECK(r.samples == 8);
+        ++full_probes;
+      }
+    }
+    // One confirmation per layer plus one completion probe per layer.
+    CHECK(full_probes == 2 * static_cast<std::size_t>(lay.num_layers));
+    // The first layer's probes are chosen on the screen as without the option
+    // (later layers may differ: their incumbent's score is now a full one).
+    REQUIRE(first_layer.size() <= screened_plain.size());
+    CHECK(std::equal(first_layer.begin(), first_layer.end(), screened_plain.begin()));
+    CHECK(confirmed.forwards == doctest::Approx(confirm_eval.cost()));
+    CHECK(confirm_eval.cost() > plain_eval.cost());
+
+    // Without screening the option changes nothing.
+    o.probe_samples = 0;
+    auto a = make(), b = make();
+    o.confirm_probes = false;
+    const bosch::Result ra = bosch::select(a, o);
+    o.confirm_probes = true;
+    const bosch::Result rb = bosch::select(b, o);
+    CHECK(ra.mask == rb.mask);
+    CHECK(bosch::test::same_log(ra.log, rb.log));
+  }
+}

@@ -23,6 +23,11 @@
 /// Each layer is then made entirely SWA on top of the final cascade, one at a
 /// time (L more evaluations), and the score lost is that layer's completion
 /// drop (ProbeResult::completion_drops).
+///
+/// Screened probes (Options::probe_samples) are scored on a few samples; with
+/// Options::confirm_probes the probe each layer commits and the completion
+/// probes are then scored on every sample, so that the drops come from all
+/// of them.
 
 #include <bosch/mask.hpp>
 #include <bosch/options.hpp>
@@ -86,13 +91,26 @@ inline bool probes_capped(const HeadLayout& layout, const Options& o) {
 
 /// Evaluations Stage 1 plans: L * min(probe_budget, C(Hkv, k)) when
 /// exhaustive probes are allowed, else L * probe_budget; plus L completion
-/// probes when the width was capped.
+/// probes when the width was capped, and L confirmations of the chosen
+/// probes (Options::confirm_probes with screening).
 inline std::size_t planned_probe_evaluations(const HeadLayout& layout, const Options& o) {
   const double space = binomial(layout.num_kv_heads, probe_count(layout, o));
   double per = static_cast<double>(o.probe_budget);
   if (space <= 1.0 || (o.exhaustive_when_fits && space <= per)) per = space;
   const std::size_t L = static_cast<std::size_t>(layout.num_layers);
-  return L * static_cast<std::size_t>(per) + (probes_capped(layout, o) ? L : 0);
+  const bool confirm = o.confirm_probes && o.probe_samples > 0;
+  return L * static_cast<std::size_t>(per) + (probes_capped(layout, o) ? L : 0) + (confirm ? L : 0);
+}
+
+/// f() with the objective's screening off (Options::confirm_probes): masks
+/// it asks for are scored on every sample, a screened one completed from the
+/// samples it has.
+template <class O, class F>
+auto confirmed(O& obj, const Options& o, F&& f) {
+  obj.set_screening(0);
+  auto out = f();
+  obj.set_screening(o.probe_samples);
+  return out;
 }
 
 /// Runs Stage 1 (see the file comment). `s_full` is the all-full score.
@@ -128,6 +146,12 @@ ProbeResult run_probes(O& obj, const Options& o, double s_full) {
     p.start = apply_state(p, st);
     SubResult r = solve(obj, p, o);
     if (!r.evaluated) return pr;
+    if (o.confirm_probes) {
+      // The screen chose the layer's probe; its drop comes from every sample.
+      const auto full = confirmed(obj, o, [&] { return obj.evaluate(r.best, &pr.cascade); });
+      if (!full) return pr;
+      r.score = *full;
+    }
     // Per-head values from every probe mask seen.
     for (int k = 0; k < H; ++k) {
       double sum = 0.0;
@@ -155,7 +179,9 @@ ProbeResult run_probes(O& obj, const Options& o, double s_full) {
       for (int k = 0; k < H; ++k) m.set(l, k, true);
       masks.push_back(std::move(m));
     }
-    const auto scores = obj.evaluate_many(masks, &pr.cascade);
+    const auto scores = o.confirm_probes
+                            ? confirmed(obj, o, [&] { return obj.evaluate_many(masks, &pr.cascade); })
+                            : obj.evaluate_many(masks, &pr.cascade);
     pr.completion_drops.assign(static_cast<std::size_t>(L), nan);
     for (int l = 0; l < L; ++l) {
       if (!scores[static_cast<std::size_t>(l)]) return pr;
