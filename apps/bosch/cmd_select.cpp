@@ -17,6 +17,7 @@
 #include "warm_start_options.hpp"
 
 #include <bosch/bosch.hpp>
+#include <bosch/margin.hpp>
 #include <bosch/eval/report.hpp>
 #include <bosch/io/checkpoint.hpp>
 #include <bosch/io/file_lock.hpp>
@@ -299,6 +300,7 @@ int run_select(int argc, char** argv) {
                 << (result.eliminated ? " (+ " + std::to_string(result.eliminated) + " on part of the samples)" : std::string())
                 << (result.replayed ? " (" + std::to_string(result.replayed) + " replayed)" : std::string())
                 << ", " << selection.forwards << " sample forwards, " << result.seconds << " s\n";
+      oo.info() << to_string(choice_margin(result));
       if (!rows.empty()) {
         std::ostream& rep = f.out == "-" ? std::cerr : std::cout;  // stdout may hold the mask
         rep << "held-out (" << run.held_out().samples.size() << " samples"

@@ -38,5 +38,6 @@
 #include <bosch/objective.hpp>
 #include <bosch/callbacks.hpp>
 #include <bosch/search/select.hpp>
+#include <bosch/margin.hpp>
 #include <bosch/baselines/layer.hpp>
 #include <bosch/baselines/ranking.hpp>

@@ -10,6 +10,7 @@
 /// its search the same way whoever wrote it.
 
 #include <bosch/io/options_json.hpp>
+#include <bosch/margin.hpp>
 #include <bosch/mask.hpp>
 #include <bosch/options.hpp>
 #include <bosch/version.hpp>
@@ -32,7 +33,11 @@ namespace bosch {
 ///     stopped (a callback or the budget cut the search short), bosch_version,
 ///     layer_drops (Stage 1's drop per layer, null for a layer not probed;
 ///     only when Stage 1 ran: the evidence that orders a kvpress export's
-///     scores, bosch/io/mask_export.hpp)
+///     scores, bosch/io/mask_export.hpp),
+///     choice (how clearly the mask beat the other masks the search scored,
+///     bosch/margin.hpp: runner_up_score, gap, gap_ci [low, high] and samples
+///     when scores were per sample, close: masks the samples cannot tell from
+///     it, compared; only when another mask with the target count was scored)
 ///
 /// NaN scores (a search stopped before any evaluation) are written as null.
 inline nlohmann::json search_metadata(const Options& options, const Result& result) {
@@ -59,6 +64,16 @@ inline nlohmann::json search_metadata(const Options& options, const Result& resu
     nlohmann::json drops = nlohmann::json::array();
     for (double d : result.layer_drops) drops.push_back(num(d));
     meta["layer_drops"] = std::move(drops);
+  }
+  if (const ChoiceMargin m = choice_margin(result); m.has_runner_up) {
+    nlohmann::json c{{"runner_up_score", num(m.runner_up_score)}, {"gap", num(m.gap)}};
+    if (m.samples > 0) {
+      c["gap_ci"] = {num(m.gap_low), num(m.gap_high)};
+      c["samples"] = m.samples;
+      c["close"] = m.close;
+      c["compared"] = m.compared;
+    }
+    meta["choice"] = std::move(c);
   }
   return meta;
 }
