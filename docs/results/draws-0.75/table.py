@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-# The per-draw table of README.md here (run from this folder): each draw's
+# The per-draw table of a draws folder (this one, or the folder given:
+# `python3 ../draws-0.75/table.py .` in probe-all-0.75 and the others): each draw's
 # calibration score and cost, its held-out log-prob and accuracy (95% bootstrap
 # intervals over 16 samples per task) at 512 and 1024 tokens, the spread of the
 # draws, and how well the calibration score orders them (Spearman).
-import json, pathlib, statistics
-here = pathlib.Path(__file__).parent
+import json, pathlib, statistics, sys
+here = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else pathlib.Path(__file__).parent
 rows = []
 for seed in range(8):
     f = here / f'draw-task{seed}.json'
