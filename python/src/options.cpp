@@ -64,7 +64,7 @@ const std::string& options_signature() {
       using T = typename std::decay_t<decltype(field)>::value_type;
       if (!s.empty()) s += ", ";
       s += py_name(field.name) + ": " + field_traits<T>::py_type() + " = " +
-           repr_of(field_traits<T>::to_py(defaults.*field.member));
+           py_repr(defaults.*field.member);
     });
     return s;
   }();
@@ -76,9 +76,8 @@ const std::string& options_docstring() {
     const Options defaults;
     std::string s;
     for_each_option([&](const auto& field) {
-      using T = typename std::decay_t<decltype(field)>::value_type;
       s += "    " + py_name(field.name) + " (default " +
-           repr_of(field_traits<T>::to_py(defaults.*field.member)) + "): " + std::string(field.help) +
+           py_repr(defaults.*field.member) + "): " + std::string(field.help) +
            (field.role == FieldRole::run ? " [run control: may change on resume]" : "") + "\n";
     });
     return s;
@@ -190,7 +189,7 @@ void bind_options(nb::module_& m) {
       if (json_codec<T>::to(o.*field.member) == json_codec<T>::to(defaults.*field.member))
         return;
       s += (s.empty() ? "" : ", ") + py_name(field.name) + "=" +
-           repr_of(field_traits<T>::to_py(o.*field.member));
+           py_repr(o.*field.member);
     });
     return "Options(" + s + ")";
   });
