@@ -93,7 +93,12 @@ class MpiSession {
 
 #ifdef BOSCH_HAVE_MPI
   /// --mpi-mode and --mpi-group-size.
-  bosch::mpi::Plan plan() const { return {mode_, group_size_, "--mpi-"}; }
+  bosch::mpi::Plan plan() const {
+    bosch::mpi::Plan p;
+    p.mode = mode_;
+    p.group_size = group_size_;
+    return p;
+  }
   const bosch::mpi::Communicator& world() const { return env_->world(); }
 #endif
 

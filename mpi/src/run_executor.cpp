@@ -11,14 +11,14 @@
 namespace bosch::mpi {
 
 ParallelOptions parallel_options(const Plan& plan, int processes, std::size_t samples) {
-  const std::string group_option = plan.option + "group" + (plan.option.ends_with('-') ? "-" : "_") + "size";
+  const std::string& group_option = plan.group_size_option;
   ParallelOptions o;
   if (plan.group_size < 0) throw invalid_argument("must be >= 0", group_option);
   if (plan.mode == "auto") {
     o.group_size = plan.group_size > 0 ? plan.group_size : automatic_group_size(processes, samples);
     o.mode = o.group_size == processes ? Mode::samples : Mode::masks;
   } else {
-    o.mode = parse_mode(plan.mode, (plan.option + "mode").c_str());
+    o.mode = parse_mode(plan.mode, plan.mode_option.c_str());
     o.group_size = plan.group_size > 0 ? plan.group_size : 1;
   }
   if (o.mode == Mode::masks && processes % o.group_size != 0)

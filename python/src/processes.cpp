@@ -45,7 +45,8 @@ std::unique_ptr<SearchExecutor> process_executor(const InfoSink& info) {
   const bosch::mpi::Communicator* w = world();
   if (!w || w->size() == 1) return nullptr;
   bosch::mpi::Plan plan;  // automatic: samples mode when there are enough samples
-  plan.option = "mpi_";
+  plan.mode_option = "mpi_mode";
+  plan.group_size_option = "mpi_group_size";
   return std::make_unique<bosch::mpi::RunExecutor>(*w, plan, info);
 #else
   (void)info;

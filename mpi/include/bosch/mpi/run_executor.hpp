@@ -28,12 +28,13 @@ namespace bosch::mpi {
 
 /// How the processes share the work: `mode` "samples", "masks" or "auto"
 /// (bosch::mpi::automatic_group_size), and the processes per group (0: the
-/// mode's default). `option` prefixes the names in error messages
-/// ("--mpi-" for the command line, "mpi_" for Python).
+/// mode's default), with the names errors give them (the command line's by
+/// default; Python's are "mpi_mode" and "mpi_group_size").
 struct Plan {
   std::string mode = "auto";
   int group_size = 0;
-  std::string option = "--mpi-";
+  std::string mode_option = "--mpi-mode";
+  std::string group_size_option = "--mpi-group-size";
 };
 
 /// The ParallelOptions of `plan` for `processes` processes and `samples`
