@@ -110,6 +110,7 @@ int run_evaluate(int argc, char** argv) {
     oo.info() << "tasks: " << held_out.samples.size() << " held-out samples (" << task_list_string(suite.kinds)
               << ") of <= " << settings.longest_context() << " tokens; window " << eval_options.window << ", sinks "
               << eval_options.sinks << "\n";
+    oo.info() << file_task_summary(held_out);
 
     return with_backend(model, settings, [&](const auto& backend) -> int {
       ReportOptions ro;

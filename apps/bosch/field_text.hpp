@@ -64,7 +64,7 @@ std::string value_name(const Field<Owner, T>& f) {
 /// A value as --help shows it (and as parse_value reads it back); empty: no default shown.
 template <class T>
 std::string value_text(const T& v) {
-  if constexpr (std::is_same_v<T, std::vector<tasks::TaskKind>>) return task_list_string(v);
+  if constexpr (std::is_same_v<T, std::vector<tasks::TaskSource>>) return task_list_string(v);
   else if constexpr (std::is_same_v<T, std::vector<int>>) return context_list_string(v);
   else if constexpr (std::is_same_v<T, std::string>) return v;
   else if constexpr (std::is_same_v<T, std::vector<std::string>>) return {};
@@ -82,7 +82,7 @@ std::string value_text(const T& v) {
 template <class T>
 T parse_value(const std::string& text, const std::string& option) {
   if constexpr (std::is_same_v<T, std::string>) return text;
-  else if constexpr (std::is_same_v<T, std::vector<tasks::TaskKind>>)
+  else if constexpr (std::is_same_v<T, std::vector<tasks::TaskSource>>)
     return for_option(option, [&] { return parse_task_list(text); });
   else if constexpr (std::is_same_v<T, std::vector<int>>) return parse_context_list(text, option);
   else if constexpr (std::is_enum_v<T>) return parse_enum<T>(text, option.c_str());

@@ -24,7 +24,7 @@ namespace {
 
 template <class T>
 std::string shown(const T& v) {
-  if constexpr (std::is_same_v<T, std::vector<bosch::tasks::TaskKind>>) return bosch::task_list_string(v);
+  if constexpr (std::is_same_v<T, std::vector<bosch::tasks::TaskSource>>) return bosch::task_list_string(v);
   else if constexpr (std::is_same_v<T, std::vector<int>>) return bosch::context_list_string(v);
   else if constexpr (std::is_same_v<T, std::vector<std::string>>) return v.empty() ? "none" : "...";
   else if constexpr (std::is_same_v<T, std::vector<double>>) {

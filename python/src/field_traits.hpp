@@ -111,10 +111,10 @@ struct field_traits<std::vector<HeadMask>> {
 
 /// Task lists: "needle,copy" or a sequence of names.
 template <>
-struct field_traits<std::vector<tasks::TaskKind>> {
+struct field_traits<std::vector<tasks::TaskSource>> {
   static std::string py_type() { return "str | collections.abc.Sequence[str]"; }
-  static nb::object to_py(const std::vector<tasks::TaskKind>& v) { return nb::str(task_list_string(v).c_str()); }
-  static std::vector<tasks::TaskKind> from_py(nb::handle h, std::string_view field) {
+  static nb::object to_py(const std::vector<tasks::TaskSource>& v) { return nb::str(task_list_string(v).c_str()); }
+  static std::vector<tasks::TaskSource> from_py(nb::handle h, std::string_view field) {
     std::string names;
     if (PyUnicode_Check(h.ptr())) {
       names = nb::cast<std::string>(h);

@@ -136,6 +136,7 @@ ModelRun::ModelRun(RunSettings settings, const InfoSink& info) {
   emit(info, "tasks: " + std::to_string(calibration.samples.size()) + " calibration samples (" +
                  task_list_string(suite.kinds) + ") of <= " + std::to_string(settings.longest_context()) +
                  " tokens\n");
+  emit(info, file_task_summary(calibration));
   tasks::TaskSet calib_copy = calibration;
   if (settings.device == Device::cpu) {
     cpu::Options co = cpu_options(settings);

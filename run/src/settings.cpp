@@ -3,7 +3,9 @@
 
 #include <bosch/io/atomic_file.hpp>
 #include <bosch/io/options_json.hpp>
+#include <bosch/io/shortest_text.hpp>
 #include <bosch/run/settings.hpp>
+#include <bosch/tasks/records.hpp>
 #include <bosch/tasks/text.hpp>
 
 #include <algorithm>
@@ -21,12 +23,15 @@ std::string check_model_path(const std::string& v) {
 std::string check_non_negative(const int& v) {
   return v >= 0 ? std::string() : "must be >= 0, got " + std::to_string(v);
 }
-std::string check_tasks(const std::vector<tasks::TaskKind>& v) {
+std::string check_tasks(const std::vector<tasks::TaskSource>& v) {
   if (v.empty()) return "no task given";
   for (std::size_t i = 0; i < v.size(); ++i)
     if (std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) != v.begin() + static_cast<std::ptrdiff_t>(i))
       return "task " + std::string(tasks::to_string(v[i])) + " given twice (--samples sets the samples per task)";
   return {};
+}
+std::string check_fraction(const double& v) {
+  return v >= 0 && v <= 1 ? std::string() : "must be in [0, 1], got " + io::shortest_text(v);
 }
 std::string check_contexts(const std::vector<int>& v) {
   if (v.empty()) return "no context length given";
@@ -68,6 +73,9 @@ TaskSuiteOptions RunSettings::suite() const {
   s.chat = chat;
   s.seed = task_seed;
   for (const auto& f : text_files) s.text_files.emplace_back(f);
+  s.truncation = truncation;
+  s.held_out_fraction = held_out_fraction;
+  s.split_seed = split_seed;
   return s;
 }
 
@@ -126,6 +134,18 @@ void validate(const RunSettings& s, const SettingNamer& names) {
       (void)tasks::load_corpus(files);
     } catch (const error& e) {
       throw format_error(e.what(), names("text_files"));
+    }
+  }
+  // Task files likewise: every record is read and checked (JSON, fields,
+  // UTF-8) before any model loads, and a bad one named by file and line.
+  for (const auto& t : s.tasks) {
+    if (t.kind != tasks::TaskKind::file) continue;
+    try {
+      (void)tasks::read_records(t.file);
+    } catch (const file_error& e) {
+      throw file_error(e.what(), names("tasks"));
+    } catch (const error& e) {
+      throw format_error(e.what(), names("tasks"));
     }
   }
 }
@@ -187,9 +207,9 @@ std::string context_list_string(const std::vector<int>& contexts) {
 /// tasks as "a,b", a single context as a number (several as a list), text
 /// files by file name (paths are machine-specific; never read back).
 template <>
-struct json_codec<std::vector<tasks::TaskKind>> {
-  static nlohmann::json to(const std::vector<tasks::TaskKind>& v) { return task_list_string(v); }
-  static std::vector<tasks::TaskKind> from(const nlohmann::json& v, const std::string& at) {
+struct json_codec<std::vector<tasks::TaskSource>> {
+  static nlohmann::json to(const std::vector<tasks::TaskSource>& v) { return task_list_string(v); }
+  static std::vector<tasks::TaskSource> from(const nlohmann::json& v, const std::string& at) {
     if (!v.is_string()) throw format_error(std::string("expected a string, found ") + v.type_name(), at);
     return parse_task_list(v.get<std::string>());
   }

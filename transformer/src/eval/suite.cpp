@@ -8,14 +8,15 @@
 #include <bosch/io/search_metadata.hpp>
 #include <bosch/mask.hpp>
 #include <bosch/tasks/generate.hpp>
+#include <bosch/tasks/records.hpp>
 #include <bosch/version.hpp>
 
 #include <cmath>
 
 namespace bosch {
 
-std::vector<tasks::TaskKind> parse_task_list(std::string_view list) {
-  std::vector<tasks::TaskKind> kinds;
+std::vector<tasks::TaskSource> parse_task_list(std::string_view list) {
+  std::vector<tasks::TaskSource> kinds;
   std::size_t pos = 0;
   while (pos <= list.size()) {
     std::size_t comma = list.find(',', pos);
@@ -25,7 +26,7 @@ std::vector<tasks::TaskKind> parse_task_list(std::string_view list) {
     while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
     if (!name.empty()) {
       try {
-        kinds.push_back(tasks::parse_task_kind(name));
+        kinds.push_back(tasks::parse_task_source(name));
       } catch (const error& e) {
         throw invalid_argument(e.message(), "tasks");
       }
@@ -36,11 +37,11 @@ std::vector<tasks::TaskKind> parse_task_list(std::string_view list) {
   return kinds;
 }
 
-std::string task_list_string(const std::vector<tasks::TaskKind>& kinds) {
+std::string task_list_string(const std::vector<tasks::TaskSource>& kinds) {
   std::string s;
   for (auto k : kinds) {
     if (!s.empty()) s += ',';
-    s += tasks::to_string(k);
+    s += tasks::to_string(k);  // "passkey", "file:PATH"
   }
   return s;
 }
@@ -61,6 +62,12 @@ void validate(const TaskSuiteOptions& o) {
   // A named file must exist and be text whether or not the tasks read text:
   // a typo is never silently ignored.
   for (const auto& f : o.text_files) io::check_input_file(f);
+  if (!(o.held_out_fraction >= 0 && o.held_out_fraction <= 1))
+    throw invalid_argument("must be in [0, 1], got " + std::to_string(o.held_out_fraction), "held_out_fraction");
+  // Task files are read and checked here, before any model work: a bad
+  // record fails with its file and line at once.
+  for (const auto& t : o.kinds)
+    if (t.kind == tasks::TaskKind::file) tasks::read_records(t.file);
 }
 
 std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split split) {
@@ -69,9 +76,13 @@ std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split
   lengths.insert(lengths.end(), o.more_contexts.begin(), o.more_contexts.end());
   std::vector<tasks::TaskSpec> specs;
   for (std::size_t i = 0; i < lengths.size(); ++i) {
-    for (auto kind : o.kinds) {
+    for (const auto& task : o.kinds) {
       tasks::TaskSpec spec;
-      spec.kind = kind;
+      spec.kind = task.kind;
+      spec.records = task.file;
+      spec.truncation = o.truncation;
+      spec.held_out_fraction = o.held_out_fraction;
+      spec.split_seed = o.split_seed;
       spec.context_length = lengths[i];
       // The first length keeps the task seed (its samples are those of a
       // single-length suite); each further one gets a stream of its own.
@@ -102,12 +113,49 @@ TaskSuite make_task_suite(const TaskSuiteOptions& o, const model::Tokenizer& tok
 nlohmann::json to_json(const TaskSuiteOptions& o) {
   nlohmann::json contexts = nlohmann::json::array({o.context_length});
   for (int c : o.more_contexts) contexts.push_back(c);
-  return nlohmann::json{{"tasks", task_list_string(o.kinds)},
-                        {"context", o.more_contexts.empty() ? nlohmann::json(o.context_length) : contexts},
-                        {"samples", o.calibration_samples},
-                        {"held_out_samples", o.held_out_samples},
-                        {"chat", o.chat},
-                        {"task_seed", o.seed}};
+  nlohmann::json j{{"tasks", task_list_string(o.kinds)},
+                   {"context", o.more_contexts.empty() ? nlohmann::json(o.context_length) : contexts},
+                   {"samples", o.calibration_samples},
+                   {"held_out_samples", o.held_out_samples},
+                   {"chat", o.chat},
+                   {"task_seed", o.seed}};
+  nlohmann::json files = task_files_json(o);
+  if (!files.empty()) {
+    j["task_files"] = std::move(files);
+    j["truncation"] = std::string(tasks::to_string(o.truncation));
+    j["held_out_fraction"] = o.held_out_fraction;
+    j["split_seed"] = o.split_seed;
+  }
+  return j;
+}
+
+std::string file_task_summary(const tasks::TaskSet& set) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < set.description.size()) {
+    std::size_t end = set.description.find('\n', pos);
+    if (end == std::string::npos) end = set.description.size();
+    const std::string_view l(set.description.data() + pos, end - pos);
+    if (l.substr(0, 5) == "file:") out += "  " + std::string(l) + "\n";
+    pos = end + 1;
+  }
+  return out;
+}
+
+nlohmann::json task_files_json(const TaskSuiteOptions& o) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& t : o.kinds) {
+    if (t.kind != tasks::TaskKind::file) continue;
+    const tasks::RecordFile f = tasks::read_records(t.file);
+    const auto held = tasks::split_records(f.records.size(), o.held_out_fraction, o.split_seed, tasks::Split::held_out);
+    files.push_back({{"task", tasks::record_task_name(t.file)},
+                     {"file", t.file.filename().string()},
+                     {"sha256", f.sha256},
+                     {"records", f.records.size()},
+                     {"calibration_records", f.records.size() - held.size()},
+                     {"held_out_records", held.size()}});
+  }
+  return files;
 }
 
 void update_from_json(TaskSuiteOptions& o, const nlohmann::json& j, const std::string& where) {
@@ -137,6 +185,15 @@ void update_from_json(TaskSuiteOptions& o, const nlohmann::json& j, const std::s
   field("held_out_samples", o.held_out_samples);
   field("chat", o.chat);
   field("task_seed", o.seed);
+  if (j.contains("truncation") && j["truncation"].is_string()) {
+    try {
+      o.truncation = tasks::parse_truncation(j["truncation"].get<std::string>());
+    } catch (const error& e) {
+      throw format_error(e.message(), where + ": truncation");
+    }
+  }
+  field("held_out_fraction", o.held_out_fraction);
+  field("split_seed", o.split_seed);
 }
 
 nlohmann::json mask_metadata(const model::Model& model, const Options& options,

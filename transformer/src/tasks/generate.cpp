@@ -7,6 +7,8 @@
 
 #include "haystack.hpp"
 #include "prompt_builder.hpp"
+#include "records_detail.hpp"
+#include "seeds.hpp"
 #include "segment_encoder.hpp"
 
 #include <boost/random/mersenne_twister.hpp>
@@ -29,16 +31,11 @@ using detail::PromptBuilder;
 using detail::SegmentEncoder;
 using detail::Unit;
 using detail::UnitSource;
+using detail::mix;
+using detail::Rng;
+using detail::uniform_index;
 
 // ---- seeds ---------------------------------------------------------------------
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-std::uint64_t mix(std::uint64_t h, std::uint64_t v) { return splitmix64(h ^ splitmix64(v)); }
 
 // A sample's seed: the spec seed mixed with kind, split, length and index, so
 // that every (kind, split, length) is its own stream.
@@ -48,12 +45,6 @@ std::uint64_t sample_seed(const TaskSpec& s, int index) {
   h = mix(h, static_cast<std::uint64_t>(s.split) + 101);
   h = mix(h, static_cast<std::uint64_t>(s.context_length));
   return mix(h, static_cast<std::uint64_t>(index));
-}
-
-using Rng = boost::random::mt19937_64;
-
-std::size_t uniform_index(Rng& rng, std::size_t n) {
-  return boost::random::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
 }
 
 // RULER's needle depths: np.round(np.linspace(0, 100, num=40)).astype(int) percent.
@@ -302,6 +293,12 @@ void validate(const TaskSpec& s) {
     throw invalid_argument("copy_cue must be in [1, copy_words), got cue " +
                                std::to_string(s.copy_cue) + " of " + std::to_string(s.copy_words),
                            "copy_cue");
+  if (s.kind == TaskKind::file) {
+    if (s.records.empty()) throw invalid_argument("a file task needs its records file", "records");
+    if (!(s.held_out_fraction >= 0 && s.held_out_fraction <= 1))
+      throw invalid_argument("must be in [0, 1], got " + std::to_string(s.held_out_fraction), "held_out_fraction");
+    return;
+  }
   resolved_haystack(s);  // throws for an impossible haystack
 }
 
@@ -393,7 +390,17 @@ TaskSet generate(std::span<const TaskSpec> specs, const TextCodec& codec) {
   SegmentEncoder enc(codec);
   std::map<std::vector<std::filesystem::path>, Corpus> corpora;
   TaskSet set;
+  std::map<std::filesystem::path, RecordFile> record_files;
   for (const auto& spec : specs) {
+    if (spec.kind == TaskKind::file) {
+      auto it = record_files.find(spec.records);
+      if (it == record_files.end()) it = record_files.emplace(spec.records, read_records(spec.records)).first;
+      auto samples = detail::record_samples(spec, it->second, enc, sample_seed(spec, 0));
+      set.description += (set.description.empty() ? "" : "\n") + detail::describe_records(spec, it->second, samples);
+      for (auto& s : samples) set.samples.push_back(std::move(s));
+      set.specs.push_back(spec);
+      continue;
+    }
     const Haystack h = resolved_haystack(spec);
     const Corpus* corpus = nullptr;
     std::size_t files = 0;

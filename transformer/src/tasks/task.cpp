@@ -33,6 +33,11 @@ constexpr std::array<std::pair<Split, std::string_view>, 2> kSplits = {{
     {Split::calibration, "calibration"},
     {Split::held_out, "held_out"},
 }};
+constexpr std::array<std::pair<Truncation, std::string_view>, 2> kTruncations = {{
+    {Truncation::middle, "middle"},
+    {Truncation::refuse, "refuse"},
+}};
+constexpr std::string_view kFilePrefix = "file:";
 
 template <class E, std::size_t N>
 std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
@@ -72,7 +77,32 @@ std::vector<TaskKind> ruler_niah_kinds() {
           TaskKind::niah_multivalue, TaskKind::niah_multiquery};
 }
 
-std::string_view to_string(TaskKind kind) noexcept { return name_of(kKinds, kind); }
+std::string_view to_string(TaskKind kind) noexcept {
+  return kind == TaskKind::file ? "file" : name_of(kKinds, kind);
+}
+std::string_view to_string(Truncation truncation) noexcept { return name_of(kTruncations, truncation); }
+Truncation parse_truncation(std::string_view name) { return parse(kTruncations, name, "truncation"); }
+
+std::string to_string(const TaskSource& source) {
+  if (source.kind == TaskKind::file) return std::string(kFilePrefix) + source.file.string();
+  return std::string(to_string(source.kind));
+}
+
+TaskSource parse_task_source(std::string_view text) {
+  if (text.substr(0, kFilePrefix.size()) == kFilePrefix) {
+    const std::string_view path = text.substr(kFilePrefix.size());
+    if (path.empty()) throw invalid_argument("file: needs a path (file:PATH.jsonl)", "tasks");
+    return {TaskKind::file, std::filesystem::path(path)};
+  }
+  if (text == "file") throw invalid_argument("a file task is written file:PATH.jsonl", "tasks");
+  try {
+    return parse_task_kind(text);
+  } catch (const invalid_argument& e) {
+    std::string m = e.message();  // "... (accepted: a, b)"
+    if (!m.empty() && m.back() == ')') m.insert(m.size() - 1, ", or file:PATH.jsonl for your own records");
+    throw invalid_argument(m, e.where());
+  }
+}
 std::string_view to_string(Haystack haystack) noexcept { return name_of(kHaystacks, haystack); }
 std::string_view to_string(Split split) noexcept { return name_of(kSplits, split); }
 TaskKind parse_task_kind(std::string_view name) { return parse(kKinds, name, "task"); }

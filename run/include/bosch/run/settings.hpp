@@ -61,6 +61,11 @@ struct enum_values<cpu::Precision> {
   }
 };
 
+template <>
+struct enum_values<tasks::Truncation> {
+  static constexpr std::array values{tasks::Truncation::middle, tasks::Truncation::refuse};
+};
+
 /// The longest sample (tokens) any run generates, even with
 /// allow_long_context: a typo such as a context of 99999999 fails at once
 /// instead of generating text for minutes.
@@ -85,7 +90,7 @@ struct RunSettings {
   cpu::Precision precision = cpu::Options{}.precision;
 
   // --- the task suite (TaskSuiteOptions) --------------------------------------------
-  std::vector<tasks::TaskKind> tasks = TaskSuiteOptions{}.kinds;
+  std::vector<tasks::TaskSource> tasks = TaskSuiteOptions{}.kinds;
   /// Tokens per sample (prompt + answer). Several lengths calibrate on
   /// samples of each (`samples` per task and length), one score over all.
   std::vector<int> context{TaskSuiteOptions{}.context_length};
@@ -98,6 +103,14 @@ struct RunSettings {
   std::uint64_t task_seed = TaskSuiteOptions{}.seed;        ///< the task generator's seed
   /// Natural-text files for the haystacks; empty = $BOSCH_CACHE/text/*.txt.
   std::vector<std::string> text_files;
+  /// File tasks (tasks/records.hpp): a record longer than the context is
+  /// cut in the middle or refused.
+  tasks::Truncation truncation = TaskSuiteOptions{}.truncation;
+  /// File tasks: the fraction of each file's records held out, and the seed
+  /// of that split (independent of task_seed: no task seed ever calibrates
+  /// on a record another one held out).
+  double held_out_fraction = TaskSuiteOptions{}.held_out_fraction;
+  std::uint64_t split_seed = TaskSuiteOptions{}.split_seed;
 
   // --- the evaluator (TransformerEvaluatorOptions) ------------------------------------
   int window = TransformerEvaluatorOptions{}.window;  ///< w of an SWA head
@@ -137,11 +150,12 @@ using SettingField = Field<RunSettings, T>;
 namespace detail {
 std::string check_model_path(const std::string& v);
 std::string check_non_negative(const int& v);
-std::string check_tasks(const std::vector<tasks::TaskKind>& v);
+std::string check_tasks(const std::vector<tasks::TaskSource>& v);
 std::string check_contexts(const std::vector<int>& v);
 std::string check_samples(const int& v);
 std::string check_held_out_samples(const int& v);
 std::string check_window(const int& v);
+std::string check_fraction(const double& v);
 std::string check_sinks(const int& v);
 }  // namespace detail
 
@@ -168,9 +182,11 @@ void for_each_setting(F&& f) {
       "arithmetic of the calibration forwards: fp32 | bf16 | automatic (bf16 where the CPU runs "
       "it natively, else fp32); held-out reports always run in fp32",
       nullptr, R::identity, {}, {}, in_model});
-  f(SettingField<std::vector<tasks::TaskKind>>{"tasks", &S::tasks,
-      "task kinds: niah_single_1..3, niah_multikey_1..3, niah_multivalue, niah_multiquery, "
-      "passkey, copy", detail::check_tasks, R::identity, "tasks,t", "LIST", in_tasks});
+  f(SettingField<std::vector<tasks::TaskSource>>{"tasks", &S::tasks,
+      "tasks: niah_single_1..3, niah_multikey_1..3, niah_multivalue, niah_multiquery, "
+      "passkey, copy, and file:PATH.jsonl for your own records ({\"prompt\", \"answer\"} or "
+      "{\"context\", \"question\", \"answer\"} per line; docs/tasks.md)",
+      detail::check_tasks, R::identity, "tasks,t", "LIST", in_tasks});
   f(SettingField<std::vector<int>>{"context", &S::context,
       "tokens per task sample (prompt + answer), at most the model's trained context; several "
       "lengths (512,1024) calibrate on samples of each, which holds a mask to longer contexts "
@@ -193,6 +209,16 @@ void for_each_setting(F&& f) {
   f(SettingField<std::vector<std::string>>{"text_files", &S::text_files,
       "natural-text files for haystacks (default: $BOSCH_CACHE/text/*.txt)",
       nullptr, R::identity, {}, "FILE...", in_tasks});
+  f(SettingField<tasks::Truncation>{"truncation", &S::truncation,
+      "file tasks: a record longer than the context is cut in the middle, keeping its first and "
+      "last tokens (middle), or refused (refuse)", nullptr, R::identity, {}, {}, in_tasks});
+  f(SettingField<double>{"held_out_fraction", &S::held_out_fraction,
+      "file tasks: the fraction of each file's records held out for reports (the rest calibrate)",
+      detail::check_fraction, R::identity, {}, {}, in_tasks});
+  f(SettingField<std::uint64_t>{"split_seed", &S::split_seed,
+      "file tasks: the seed of the split into calibration and held-out records (not the task "
+      "seed, so no task seed calibrates on another's held-out records)",
+      nullptr, R::identity, {}, {}, in_tasks});
   f(SettingField<int>{"window", &S::window,
       "sliding window w of SWA heads (a query sees the last w keys)", detail::check_window,
       R::identity, "window,w", "TOKENS", in_evaluator});

@@ -30,10 +30,17 @@ namespace bosch {
 /// defaults of a run (bosch/run/settings.hpp takes them from here), sized for
 /// a CPU search of a small model.
 struct TaskSuiteOptions {
-  /// Task kinds, in order (default: niah_single_1, niah_single_2,
-  /// niah_multikey_1, passkey).
-  std::vector<tasks::TaskKind> kinds{tasks::TaskKind::niah_single_1, tasks::TaskKind::niah_single_2,
-                                     tasks::TaskKind::niah_multikey_1, tasks::TaskKind::passkey};
+  /// Tasks, in order: built-in kinds and JSONL files of records
+  /// (tasks/records.hpp). Default: niah_single_1, niah_single_2,
+  /// niah_multikey_1, passkey.
+  std::vector<tasks::TaskSource> kinds{tasks::TaskKind::niah_single_1, tasks::TaskKind::niah_single_2,
+                                       tasks::TaskKind::niah_multikey_1, tasks::TaskKind::passkey};
+  /// File tasks: what a record longer than the context becomes.
+  tasks::Truncation truncation = tasks::TaskSpec{}.truncation;
+  /// File tasks: the fraction of every file's records held out, and the
+  /// seed of that split (the same whatever the task seed).
+  double held_out_fraction = tasks::TaskSpec{}.held_out_fraction;
+  std::uint64_t split_seed = tasks::TaskSpec{}.split_seed;
   int context_length = 512;     ///< tokens per sample (prompt + answer), >= 32
   /// Further context lengths: each adds `calibration_samples` calibration and
   /// `held_out_samples` held-out samples per kind at that length (mixed-length
@@ -49,16 +56,17 @@ struct TaskSuiteOptions {
   std::vector<std::filesystem::path> text_files;
 };
 
-/// Parses a comma-separated list of task names ("passkey,niah_single_1");
-/// empty items are skipped. Throws bosch::invalid_argument (where "tasks")
-/// for an unknown name or an empty list.
-std::vector<tasks::TaskKind> parse_task_list(std::string_view list);
+/// Parses a comma-separated list of task names ("passkey,niah_single_1",
+/// "file:qa.jsonl"); empty items are skipped. Throws bosch::invalid_argument
+/// (where "tasks") for an unknown name or an empty list.
+std::vector<tasks::TaskSource> parse_task_list(std::string_view list);
 
 /// The names joined by commas (the inverse of parse_task_list).
-std::string task_list_string(const std::vector<tasks::TaskKind>& kinds);
+std::string task_list_string(const std::vector<tasks::TaskSource>& kinds);
 
 /// Throws bosch::invalid_argument naming the field unless every field of `o`
-/// is in its domain (documented on the fields).
+/// is in its domain (documented on the fields); reads every task file
+/// (bosch::format_error naming the file and line of a bad record).
 void validate(const TaskSuiteOptions& o);
 
 /// The specs of one split, one per (context length, kind): the kinds in
@@ -77,8 +85,20 @@ TaskSuite make_task_suite(const TaskSuiteOptions& o, const model::Tokenizer& tok
 
 /// The suite as JSON: {"tasks": "a,b", "context": n (a list [n, m, ...] with
 /// more_contexts), "samples": n, "held_out_samples": n, "chat": b,
-/// "task_seed": n}. Text files are not recorded (paths are machine-specific).
+/// "task_seed": n}; with file tasks also "task_files" (task_files_json),
+/// "truncation", "held_out_fraction" and "split_seed". Text files are not
+/// recorded (paths are machine-specific).
 nlohmann::json to_json(const TaskSuiteOptions& o);
+
+/// What identifies the data of the suite's file tasks: for each, {"task":
+/// "file:NAME", "file": NAME, "sha256", "records", "calibration_records",
+/// "held_out_records"} (an empty array without file tasks). Reads the files.
+nlohmann::json task_files_json(const TaskSuiteOptions& o);
+
+/// The description lines of the file tasks of `set` (records drawn, how
+/// many were cut to fit, the file's sha256), each "  LINE\n"; empty when it
+/// has none. What a run prints under its "tasks:" line.
+std::string file_task_summary(const tasks::TaskSet& set);
 
 /// Reads back the fields of to_json() present in `j` into `o` (absent fields
 /// keep their values). Throws bosch::format_error (where = `where`: field) on

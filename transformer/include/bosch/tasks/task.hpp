@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace bosch::tasks {
@@ -41,6 +42,13 @@ enum class TaskKind {
   niah_multiquery,  ///< natural text, 4 word keys, all 4 queried; answer: all 4 values
   passkey,          ///< passkey retrieval, 5-digit key, noise ("garbage") haystack
   copy,             ///< repeat a span seen earlier (natural text, or random words)
+  file,             ///< the records of a JSONL file (tasks/records.hpp): the user's own data
+};
+
+/// What a record longer than the context becomes (TaskKind::file).
+enum class Truncation {
+  middle,  ///< cut in the middle of its context, keeping the first and last tokens (LongBench)
+  refuse,  ///< bosch::invalid_argument naming the file and line
 };
 
 /// What fills the context around the needles.
@@ -109,7 +117,32 @@ struct TaskSpec {
   /// noise haystack it is random words from words.hpp.
   int copy_words = 32;
   int copy_cue = 4;     ///< copy: leading words of the span given as the cue (1 <= cue < words)
+  /// file: the JSONL file of records (tasks/records.hpp).
+  std::filesystem::path records;
+  /// file: what a record longer than context_length becomes.
+  Truncation truncation = Truncation::middle;
+  /// file: the fraction of the file's records held out (the rest calibrate).
+  double held_out_fraction = 0.5;
+  /// file: the seed of the split into calibration and held-out records; not
+  /// `seed`, so that every task seed draws from the same calibration records.
+  std::uint64_t split_seed = 0;
 };
+
+/// A task of a suite: a built-in kind, or a JSONL file of records
+/// (kind == TaskKind::file). Written "passkey" or "file:PATH".
+struct TaskSource {
+  TaskKind kind = TaskKind::niah_single_1;
+  std::filesystem::path file;  ///< the records of a TaskKind::file task
+  TaskSource() = default;
+  TaskSource(TaskKind k) : kind(k) {}  // NOLINT: a built-in kind is a task source
+  TaskSource(TaskKind k, std::filesystem::path f) : kind(k), file(std::move(f)) {}
+  friend bool operator==(const TaskSource&, const TaskSource&) = default;
+};
+/// "passkey", or "file:PATH" for a file.
+std::string to_string(const TaskSource& source);
+/// The inverse of to_string: a task name, or "file:PATH" (a non-empty path).
+/// Throws bosch::invalid_argument (where "tasks") for an unknown name.
+TaskSource parse_task_source(std::string_view text);
 
 /// A needle (or the copy span) as placed in a prompt.
 struct Needle {
@@ -151,6 +184,8 @@ struct Sample {
   int context_end = 0;      ///< one past its last token
   std::vector<Needle> needles;        ///< inserted needles in prompt order (not haystack lines)
   std::vector<TextSpan> text_spans;   ///< natural-text sentences used (haystack and copy span)
+  int record_line = 0;  ///< file: the record's line in its file
+  int cut_tokens = 0;   ///< file: tokens cut from the middle of the record to fit the context
 };
 
 /// A generated task set.
@@ -166,10 +201,13 @@ std::vector<TaskKind> ruler_niah_kinds();
 std::string_view to_string(TaskKind kind) noexcept;
 std::string_view to_string(Haystack haystack) noexcept;
 std::string_view to_string(Split split) noexcept;
-/// Inverse of to_string; throws bosch::invalid_argument naming the accepted values.
+std::string_view to_string(Truncation truncation) noexcept;
+/// Inverse of to_string; throws bosch::invalid_argument naming the accepted values
+/// ("file" alone is not a kind: a file task is written file:PATH, see TaskSource).
 TaskKind parse_task_kind(std::string_view name);
 Haystack parse_haystack(std::string_view name);
 Split parse_split(std::string_view name);
+Truncation parse_truncation(std::string_view name);
 
 /// The haystack a spec actually uses (Haystack::automatic resolved). Throws
 /// bosch::invalid_argument for Haystack::needles with a task other than

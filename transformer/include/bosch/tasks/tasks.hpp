@@ -6,6 +6,7 @@
 
 #include <bosch/tasks/codec.hpp>
 #include <bosch/tasks/generate.hpp>
+#include <bosch/tasks/records.hpp>
 #include <bosch/tasks/scoring.hpp>
 #include <bosch/tasks/task.hpp>
 #include <bosch/tasks/text.hpp>
