@@ -12,6 +12,7 @@
 #include <boost/random/normal_distribution.hpp>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 using namespace bosch;
@@ -221,4 +222,31 @@ TEST_CASE("held-out summary: per-task and overall means with intervals; JSON rou
   other[0].task = "niah";
   CHECK_THROWS_AS(paired_difference(r, summarize_held_out(other), HeldOutMetric::logprob), bosch::invalid_argument);
   CHECK(std::isnan(paired_difference(r, old, HeldOutMetric::logprob).mean));
+}
+
+TEST_CASE("held-out summary: file tasks' match is summarized over their samples only and round-trips") {
+  std::vector<SampleScore> samples;
+  for (int i = 0; i < 12; ++i) {
+    const bool file = i % 2 == 0;
+    samples.push_back({file ? "file:qa.jsonl" : "passkey", -1.0 - 0.1 * i, 0.5, i % 3 == 0 ? 1.0 : 0.0,
+                       file ? (i % 4 == 0 ? 1.0 : 0.0) : std::numeric_limits<double>::quiet_NaN()});
+  }
+  const HeldOutReport r = summarize_held_out(samples);
+  CHECK(r.all.match == doctest::Approx(0.5));  // 3 of the 6 file samples
+  REQUIRE(r.per_task.size() == 2);
+  CHECK(r.per_task[0].match == doctest::Approx(0.5));
+  CHECK(std::isnan(r.per_task[1].match));
+  CHECK(r.all.match_ci.contains(r.all.match));
+  const nlohmann::json j = to_json(r);
+  CHECK(j.at("all").contains("match"));
+  CHECK_FALSE(j.at("per_task")[1].contains("match"));
+  const HeldOutReport back = held_out_report_from_json(nlohmann::json::parse(j.dump()), "test");
+  CHECK(back.all.match == r.all.match);
+  CHECK(back.all.match_ci.low == r.all.match_ci.low);
+  CHECK(std::isnan(back.samples[1].match));
+  // A report without file tasks has no "match" anywhere, as before.
+  std::vector<SampleScore> builtin(samples.begin() + 1, samples.begin() + 2);
+  const nlohmann::json b = to_json(summarize_held_out(builtin));
+  CHECK_FALSE(b.at("all").contains("match"));
+  CHECK_FALSE(b.at("samples").contains("match"));
 }

@@ -122,3 +122,28 @@ TEST_CASE("tasks scoring: greedy_generate through a callback") {
   CHECK(greedy_generate(next, prompt, 0).empty());
   CHECK_THROWS_AS(greedy_generate(next, prompt, -1), bosch::invalid_argument);
 }
+
+TEST_CASE("scoring: LongBench's QA normalization, token F1 and exact match") {
+  using namespace bosch::tasks;
+  CHECK(normalize_answer("  The Eiffel-Tower, in PARIS!  ") == "eiffeltower in paris");
+  CHECK(normalize_answer("an apple a day") == "apple day");
+  CHECK(normalize_answer("...") == "");
+  // qa_f1_score: common tokens 2 of 3 predicted and 2 of 2 gold: P 2/3, R 1, F1 0.8.
+  CHECK(token_f1("Paris France capital", "paris, france") == doctest::Approx(0.8));
+  CHECK(token_f1("the", "Paris") == 0.0);  // empty after normalization
+  CHECK(token_f1("x b b", "b b c") == doctest::Approx(2.0 / 3.0));  // multiset overlap 2
+  CHECK(token_f1("a b b", "b b c") == doctest::Approx(0.8));        // "a" is an article: P 1, R 2/3
+  CHECK(exact_match("The Paris.", "paris"));
+  CHECK_FALSE(exact_match("Paris, France", "paris"));
+  CHECK(first_line("\n  \n Paris\nMore text") == " Paris");
+  CHECK(first_line("") == "");
+  Sample s;
+  s.kind = TaskKind::file;
+  s.references = {"Ada Lovelace"};
+  CHECK(accuracy(s, " Ada Lovelace.\nShe was the keeper.") == 1.0);
+  CHECK(accuracy(s, " Lovelace") == doctest::Approx(2.0 / 3.0));
+  CHECK(answer_match(s, " ada lovelace\nmore") == 1.0);
+  CHECK(answer_match(s, " Ada") == 0.0);
+  s.kind = TaskKind::niah_single_1;
+  CHECK(std::isnan(answer_match(s, "Ada Lovelace")));
+}

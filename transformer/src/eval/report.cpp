@@ -18,6 +18,7 @@ double metric_of(const SampleScore& s, HeldOutMetric m) {
     case HeldOutMetric::logprob: return s.logprob;
     case HeldOutMetric::accuracy: return s.accuracy;
     case HeldOutMetric::exact: return s.exact;
+    case HeldOutMetric::match: return s.match;
   }
   return nan;
 }
@@ -40,14 +41,18 @@ TaskScore summarize(const std::string& name, const std::vector<SampleScore>& sam
                     const std::vector<std::size_t>& strata, std::size_t only, const eval::BootstrapOptions& o) {
   TaskScore t;
   t.task = name;
-  std::vector<double> lp, acc, ex;
-  std::vector<std::size_t> st;
+  std::vector<double> lp, acc, ex, ma;
+  std::vector<std::size_t> st, ma_st;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     if (only != std::string::npos && strata[i] != only) continue;
     lp.push_back(samples[i].logprob);
     acc.push_back(samples[i].accuracy);
     ex.push_back(samples[i].exact);
     st.push_back(strata[i]);
+    if (std::isfinite(samples[i].match)) {  // file tasks only
+      ma.push_back(samples[i].match);
+      ma_st.push_back(strata[i]);
+    }
   }
   t.samples = static_cast<int>(lp.size());
   if (lp.empty()) return t;
@@ -64,6 +69,12 @@ TaskScore summarize(const std::string& name, const std::vector<SampleScore>& sam
   t.probability_ci = {std::exp(t.logprob_ci.low), std::exp(t.logprob_ci.high)};
   t.accuracy_ci = eval::bootstrap_mean_ci(acc, st, o);
   t.exact_ci = eval::bootstrap_mean_ci(ex, st, o);
+  if (!ma.empty()) {
+    t.match = mean(ma);
+    t.match_ci = eval::bootstrap_mean_ci(ma, ma_st, o);
+  } else {
+    t.match_ci = {nan, nan};
+  }
   return t;
 }
 
@@ -80,6 +91,7 @@ const char* to_string(HeldOutMetric metric) noexcept {
     case HeldOutMetric::logprob: return "logprob";
     case HeldOutMetric::accuracy: return "accuracy";
     case HeldOutMetric::exact: return "exact";
+    case HeldOutMetric::match: return "match";
   }
   return "?";
 }
@@ -122,16 +134,21 @@ eval::PairedDifference paired_difference(const HeldOutReport& a, const HeldOutRe
 }
 
 nlohmann::json to_json(const TaskScore& t) {
-  return {{"task", t.task},
-          {"samples", t.samples},
-          {"mean_logprob", number(t.mean_logprob)},
-          {"probability", number(t.probability)},
-          {"accuracy", number(t.accuracy)},
-          {"exact", number(t.exact)},
-          {"logprob_ci", interval(t.logprob_ci)},
-          {"probability_ci", interval(t.probability_ci)},
-          {"accuracy_ci", interval(t.accuracy_ci)},
-          {"exact_ci", interval(t.exact_ci)}};
+  nlohmann::json j{{"task", t.task},
+                   {"samples", t.samples},
+                   {"mean_logprob", number(t.mean_logprob)},
+                   {"probability", number(t.probability)},
+                   {"accuracy", number(t.accuracy)},
+                   {"exact", number(t.exact)},
+                   {"logprob_ci", interval(t.logprob_ci)},
+                   {"probability_ci", interval(t.probability_ci)},
+                   {"accuracy_ci", interval(t.accuracy_ci)},
+                   {"exact_ci", interval(t.exact_ci)}};
+  if (std::isfinite(t.match)) {
+    j["match"] = number(t.match);
+    j["match_ci"] = interval(t.match_ci);
+  }
+  return j;
 }
 
 nlohmann::json to_json(const HeldOutReport& r, bool with_samples) {
@@ -139,14 +156,18 @@ nlohmann::json to_json(const HeldOutReport& r, bool with_samples) {
   for (const auto& t : r.per_task) per.push_back(to_json(t));
   nlohmann::json j{{"all", to_json(r.all)}, {"per_task", per}};
   if (with_samples) {
-    nlohmann::json task = nlohmann::json::array(), lp = task, acc = task, ex = task;
+    nlohmann::json task = nlohmann::json::array(), lp = task, acc = task, ex = task, ma = task;
+    bool any_match = false;
     for (const auto& s : r.samples) {
       task.push_back(s.task);
       lp.push_back(number(s.logprob));
       acc.push_back(number(s.accuracy));
       ex.push_back(number(s.exact));
+      ma.push_back(number(s.match));
+      any_match = any_match || std::isfinite(s.match);
     }
     j["samples"] = {{"task", task}, {"logprob", lp}, {"accuracy", acc}, {"exact", ex}};
+    if (any_match) j["samples"]["match"] = ma;
   }
   return j;
 }
@@ -162,9 +183,14 @@ HeldOutReport held_out_report_from_json(const nlohmann::json& j, const std::stri
       const auto& ex = s.at("exact");
       if (!task.is_array() || lp.size() != task.size() || acc.size() != task.size() || ex.size() != task.size())
         throw format_error("samples: task, logprob, accuracy and exact must be arrays of one length", where);
+      const nlohmann::json none;
+      const auto& ma = s.contains("match") ? s.at("match") : none;
+      if (!ma.is_null() && ma.size() != task.size())
+        throw format_error("samples: match must be an array as long as task", where);
       std::vector<SampleScore> samples;
       for (std::size_t i = 0; i < task.size(); ++i)
-        samples.push_back({task[i].get<std::string>(), read_number(lp[i]), read_number(acc[i]), read_number(ex[i])});
+        samples.push_back({task[i].get<std::string>(), read_number(lp[i]), read_number(acc[i]), read_number(ex[i]),
+                           ma.is_null() ? nan : read_number(ma[i])});
       return summarize_held_out(std::move(samples), options);
     }
     auto score = [](const nlohmann::json& t) {
@@ -175,6 +201,7 @@ HeldOutReport held_out_report_from_json(const nlohmann::json& j, const std::stri
       s.probability = read_number(t.at("probability"));
       s.accuracy = read_number(t.at("accuracy"));
       s.exact = read_number(t.at("exact"));
+      s.match = t.contains("match") ? read_number(t.at("match")) : nan;
       return s;
     };
     HeldOutReport r;

@@ -5,8 +5,11 @@
 #include <bosch/tasks/scoring.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
 
 namespace bosch::tasks {
 namespace {
@@ -98,7 +101,81 @@ bool passkey_match(std::string_view prediction, std::string_view key) {
   return std::string_view(&*b, static_cast<std::size_t>(e - b)) == key;
 }
 
+std::string normalize_answer(std::string_view text) {
+  // Lowercase, punctuation out, then words without the articles, one space apart.
+  std::string cleaned;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 128 && std::ispunct(u)) continue;
+    cleaned += u < 128 ? static_cast<char>(std::tolower(u)) : c;
+  }
+  std::string out;
+  std::size_t pos = 0;
+  auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (pos < cleaned.size()) {
+    while (pos < cleaned.size() && is_space(cleaned[pos])) ++pos;
+    std::size_t end = pos;
+    while (end < cleaned.size() && !is_space(cleaned[end])) ++end;
+    const std::string_view word(cleaned.data() + pos, end - pos);
+    if (!word.empty() && word != "a" && word != "an" && word != "the") {
+      if (!out.empty()) out += ' ';
+      out += word;
+    }
+    pos = end;
+  }
+  return out;
+}
+
+std::string_view first_line(std::string_view prediction) {
+  std::size_t pos = 0;
+  while (pos < prediction.size()) {
+    std::size_t end = prediction.find('\n', pos);
+    if (end == std::string_view::npos) end = prediction.size();
+    const std::string_view l = prediction.substr(pos, end - pos);
+    if (l.find_first_not_of(" \t\r\f\v") != std::string_view::npos) return l;
+    pos = end + 1;
+  }
+  return {};
+}
+
+double token_f1(std::string_view prediction, std::string_view gold) {
+  auto words = [](const std::string& s) {
+    std::map<std::string, int> count;
+    std::size_t pos = 0;
+    while (pos < s.size()) {
+      std::size_t end = s.find(' ', pos);
+      if (end == std::string::npos) end = s.size();
+      ++count[s.substr(pos, end - pos)];
+      pos = end + 1;
+    }
+    return count;
+  };
+  const std::string p = normalize_answer(prediction), g = normalize_answer(gold);
+  if (p.empty() || g.empty()) return 0;
+  const auto pw = words(p), gw = words(g);
+  int common = 0, np = 0, ng = 0;
+  for (const auto& [w, n] : pw) {
+    np += n;
+    if (auto it = gw.find(w); it != gw.end()) common += std::min(n, it->second);
+  }
+  for (const auto& [w, n] : gw) ng += n;
+  if (common == 0) return 0;
+  const double precision = static_cast<double>(common) / np, recall = static_cast<double>(common) / ng;
+  return 2 * precision * recall / (precision + recall);
+}
+
+bool exact_match(std::string_view prediction, std::string_view gold) {
+  return normalize_answer(prediction) == normalize_answer(gold);
+}
+
+double answer_match(const Sample& sample, std::string_view prediction) {
+  if (sample.kind != TaskKind::file || sample.references.empty()) return std::nan("");
+  return exact_match(first_line(prediction), sample.references.front()) ? 1 : 0;
+}
+
 double accuracy(const Sample& sample, std::string_view prediction) {
+  if (sample.kind == TaskKind::file)
+    return sample.references.empty() ? 0 : token_f1(first_line(prediction), sample.references.front());
   if (sample.kind == TaskKind::passkey)
     return !sample.references.empty() && passkey_match(prediction, sample.references.front()) ? 1
                                                                                                : 0;

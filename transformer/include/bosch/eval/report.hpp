@@ -31,6 +31,7 @@
 #include <cmath>
 #include <algorithm>
 #include <concepts>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <span>
@@ -45,7 +46,11 @@ struct SampleScore {
   std::string task;       ///< the sample's task name
   double logprob = 0;     ///< mean answer-token log-probability (nats)
   double accuracy = 0;    ///< task-rule accuracy of the greedy answer in [0, 1]; NaN when not computed
-  double exact = 0;       ///< 1 when the greedy answer equals the gold tokens, else 0
+  double exact = 0;       ///< 1 when the greedy answer begins with the gold tokens (prefix match), else 0
+  /// File tasks: 1 when the greedy answer's first line equals the gold
+  /// answer after normalization (tasks::answer_match), else 0; NaN for the
+  /// built-in tasks.
+  double match = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Scores of a group of samples: means, and 95% (BootstrapOptions::level)
@@ -57,11 +62,15 @@ struct TaskScore {
   double mean_logprob = 0;   ///< mean over samples of the mean answer-token log-prob (nats)
   double probability = 0;    ///< exp(mean_logprob)
   double accuracy = 0;       ///< mean accuracy in [0, 1]; NaN when not computed
-  double exact = 0;          ///< fraction of samples whose greedy answer equals the gold tokens
+  double exact = 0;          ///< fraction of samples whose greedy answer begins with the gold tokens
+  /// Mean of SampleScore::match over the samples that have it (file tasks);
+  /// NaN when none has.
+  double match = std::numeric_limits<double>::quiet_NaN();
   eval::Interval logprob_ci{};      ///< interval of mean_logprob
   eval::Interval probability_ci{};  ///< exp of logprob_ci (the percentile interval maps through exp)
   eval::Interval accuracy_ci{};     ///< NaN when accuracy is
   eval::Interval exact_ci{};
+  eval::Interval match_ci{};        ///< NaN when match is
 };
 
 /// Held-out report: overall and per task (in first-appearance order), and the
@@ -74,9 +83,9 @@ struct HeldOutReport {
 };
 
 /// A held-out metric of SampleScore.
-enum class HeldOutMetric { logprob, accuracy, exact };
+enum class HeldOutMetric { logprob, accuracy, exact, match };
 
-/// "logprob", "accuracy", "exact".
+/// "logprob", "accuracy", "exact", "match".
 const char* to_string(HeldOutMetric metric) noexcept;
 
 /// The report of `samples`: per-task and overall means with their bootstrap
@@ -95,10 +104,12 @@ eval::PairedDifference paired_difference(const HeldOutReport& a, const HeldOutRe
                                          const std::string& where = "paired_difference");
 
 /// JSON of a report: {"all": S, "per_task": [S, ...], "samples": {"task": [...],
-/// "logprob": [...], "accuracy": [...], "exact": [...]}}, S = {"task",
-/// "samples", "mean_logprob", "probability", "accuracy", "exact",
-/// "logprob_ci": [low, high], "probability_ci", "accuracy_ci", "exact_ci"}
-/// (NaN as null). `with_samples` false leaves out "samples".
+/// "logprob": [...], "accuracy": [...], "exact": [...], "match": [...]}}, S =
+/// {"task", "samples", "mean_logprob", "probability", "accuracy", "exact",
+/// "match", "logprob_ci": [low, high], "probability_ci", "accuracy_ci",
+/// "exact_ci", "match_ci"} (NaN as null; "match" only when a sample has it,
+/// so reports without file tasks read as before). `with_samples` false
+/// leaves out "samples".
 nlohmann::json to_json(const TaskScore& score);
 nlohmann::json to_json(const HeldOutReport& report, bool with_samples = true);
 
@@ -287,7 +298,7 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
       if (best != sample.answer[k]) break;
     }
     const double exact = (k == m) ? 1.0 : 0.0;
-    double acc = std::nan("");
+    double acc = std::nan(""), match = std::nan("");
     if (options.accuracy) {
       const int eos = tokenizer.eos();
       // Cut the free tokens at the budget or at end-of-sequence.
@@ -310,9 +321,11 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
         }
         if (!continued) greedy_continue(backend, sample.prompt, generated, budget, eos, windows, options.greedy);
       }
-      acc = tasks::accuracy(sample, tokenizer.decode(generated));
+      const std::string prediction = tokenizer.decode(generated);
+      acc = tasks::accuracy(sample, prediction);
+      match = tasks::answer_match(sample, prediction);
     }
-    scores.push_back({sample.task, score.mean_logprob, acc, exact});
+    scores.push_back({sample.task, score.mean_logprob, acc, exact, match});
   }
   return summarize_held_out(std::move(scores), options.bootstrap);
 }

@@ -66,10 +66,28 @@ double string_match_part(std::string_view prediction, std::span<const std::strin
 /// `key` (false when there is no digit).
 bool passkey_match(std::string_view prediction, std::string_view key);
 
+/// LongBench's (and SQuAD's) normalize_answer: ASCII lowercase, ASCII
+/// punctuation removed, the words "a", "an" and "the" removed, runs of
+/// whitespace made one space, no leading or trailing space.
+std::string normalize_answer(std::string_view text);
+/// The first line of `prediction` that is not blank (LongBench's QA
+/// post-processing: a model that answers and goes on is scored on its answer).
+std::string_view first_line(std::string_view prediction);
+/// LongBench's qa_f1_score: the F1 of the whitespace tokens of the
+/// normalized prediction and gold answer (their multiset overlap); 0 when
+/// either is empty after normalization.
+double token_f1(std::string_view prediction, std::string_view gold);
+/// Normalized exact match: normalize_answer(prediction) == normalize_answer(gold).
+bool exact_match(std::string_view prediction, std::string_view gold);
+
 /// The task's accuracy of one prediction (the generated text after the prompt),
-/// in [0, 1]: passkey_match for passkey, string_match_all otherwise (NIAH as
-/// RULER; copy: the whole expected continuation must occur).
+/// in [0, 1]: passkey_match for passkey, token_f1 of the first line against
+/// the gold answer for a file task (LongBench's QA metric), string_match_all
+/// otherwise (NIAH as RULER; copy: the whole expected continuation must occur).
 double accuracy(const Sample& sample, std::string_view prediction);
+/// For a file task, exact_match of the prediction's first line against the
+/// gold answer (1 or 0); NaN for the built-in tasks, whose rule is accuracy().
+double answer_match(const Sample& sample, std::string_view prediction);
 
 /// The model's next token (greedy: the argmax of the last position's logits)
 /// after `tokens` (prompt + what was generated so far; the evaluator may keep a
