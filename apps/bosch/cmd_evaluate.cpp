@@ -87,6 +87,7 @@ int run_evaluate(int argc, char** argv) {
     }
     const TaskSuiteOptions suite = settings.suite();
     const TransformerEvaluatorOptions eval_options = settings.evaluator();
+    check_task_files(meta, suite, mask_name);
     // A context recorded in the mask passed the trained-context check when it was selected.
     {
       RunSettings check = settings;

@@ -14,7 +14,9 @@
 
 #include <bosch/options.hpp>
 #include <bosch/run/settings.hpp>
+#include <bosch/tasks/records.hpp>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -109,22 +111,55 @@ struct field_traits<std::vector<HeadMask>> {
   }
 };
 
-/// Task lists: "needle,copy" or a sequence of names.
+/// Task lists: "passkey,file:qa.jsonl", or a sequence whose items are task
+/// names, "file:PATH.jsonl", or records in memory: a list of dicts (one task;
+/// a flat list of dicts is one task too), written once to bosch's cache
+/// under a name from their content (tasks::write_records).
 template <>
 struct field_traits<std::vector<tasks::TaskSource>> {
-  static std::string py_type() { return "str | collections.abc.Sequence[str]"; }
+  static std::string py_type() {
+    return "str | collections.abc.Sequence[str | collections.abc.Mapping[str, str] | "
+           "collections.abc.Sequence[collections.abc.Mapping[str, str]]]";
+  }
   static nb::object to_py(const std::vector<tasks::TaskSource>& v) { return nb::str(task_list_string(v).c_str()); }
   static std::vector<tasks::TaskSource> from_py(nb::handle h, std::string_view field) {
-    std::string names;
-    if (PyUnicode_Check(h.ptr())) {
-      names = nb::cast<std::string>(h);
-    } else {
-      for (nb::handle t : nb::iter(h)) {
-        if (!PyUnicode_Check(t.ptr())) wrong_type(field, "task names", t);
-        names += (names.empty() ? "" : ",") + nb::cast<std::string>(t);
+    const std::string where(field);
+    if (PyUnicode_Check(h.ptr())) return parse_task_list(nb::cast<std::string>(h));
+    if (PyDict_Check(h.ptr())) wrong_type(field, "task names or lists of record dicts", h);
+    std::vector<nb::handle> items;
+    for (nb::handle t : nb::iter(h)) items.push_back(t);
+    const bool flat_records =
+        !items.empty() && std::all_of(items.begin(), items.end(), [](nb::handle t) { return PyDict_Check(t.ptr()); });
+    if (flat_records) return {records_task(h, where)};
+    std::vector<tasks::TaskSource> out;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const nb::handle t = items[i];
+      if (PyUnicode_Check(t.ptr())) {
+        try {
+          out.push_back(tasks::parse_task_source(nb::cast<std::string>(t)));
+        } catch (const error& e) {
+          throw invalid_argument(e.message(), where);
+        }
+      } else if (!PyDict_Check(t.ptr()) && nb::hasattr(t, "__iter__")) {
+        out.push_back(records_task(t, where + "[" + std::to_string(i) + "]"));
+      } else {
+        wrong_type(field, "task names, file:PATH.jsonl or lists of record dicts", t);
       }
     }
-    return parse_task_list(names);
+    if (out.empty()) throw invalid_argument("no task given", where);
+    return out;
+  }
+
+ private:
+  /// A list of record dicts as a file task (JSON through Python's json module).
+  static tasks::TaskSource records_task(nb::handle records, const std::string& where) {
+    const nb::object dumps = nb::module_::import_("json").attr("dumps");
+    std::vector<std::string> lines;
+    for (nb::handle r : nb::iter(records)) {
+      if (!PyDict_Check(r.ptr())) wrong_type(where, "a record dict", r);
+      lines.push_back(nb::cast<std::string>(dumps(r, nb::arg("ensure_ascii") = false)));
+    }
+    return {tasks::TaskKind::file, tasks::write_records(lines, where)};
   }
 };
 

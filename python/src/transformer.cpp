@@ -245,7 +245,8 @@ void bind_transformer(nb::module_& m) {
           nb::sig("def held_out(self, mask: numpy.typing.ArrayLike, *, accuracy: bool = True, "
                   "extra_tokens: int = 4) -> dict[str, typing.Any]"),
           "Scores a mask on the held-out split, as `bosch evaluate --json` reports it: {'all': "
-          "{task, samples, mean_logprob, probability, accuracy, exact}, 'per_task': [...]}. "
+          "{task, samples, mean_logprob, probability, accuracy, exact (and match with file tasks)}, "
+          "'per_task': [...]}. "
           "accuracy=False skips greedy decoding; extra_tokens: greedy budget past the answer.")
       .def(
           "samples",
@@ -291,7 +292,8 @@ void bind_transformer(nb::module_& m) {
       .def_prop_ro(
           "suite", [](const PyTransformerEvaluator& s) { return json_to_python(to_json(s.run().settings().suite())); },
           nb::sig("def suite(self, /) -> dict[str, typing.Any]"),
-          "tasks, context, samples, held_out_samples, chat, task_seed")
+          "tasks, context, samples, held_out_samples, chat, task_seed (and task_files, with their sha256, "
+          "for file tasks)")
       .def_prop_ro(
           "stats",
           [](const PyTransformerEvaluator& s) {

@@ -7,6 +7,7 @@
 
 #include <bosch/bosch.hpp>
 #include <bosch/io/mask_io.hpp>
+#include <bosch/io/sha256.hpp>
 
 using namespace bosch::test::cli;
 
@@ -239,4 +240,60 @@ TEST_CASE("a successful run removes stray temporary files of its checkpoint; a n
   // And with the same settings it replays to the same mask.
   const Run again = run(named + std::vector<std::string>{"--resume"}, dir);
   CHECK(again.status == 0);
+}
+
+TEST_CASE("a select on a file task resumes to the same mask and log, and records the file's sha256") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  // Records of the user's own kind: a passage of the novel and the words that
+  // follow it (the plain form), longer than the context, so they are cut.
+  const std::string novel = slurp(t);
+  std::string records;
+  for (int i = 0; i < 8; ++i) {
+    const std::size_t at = 20000 + static_cast<std::size_t>(i) * 7919;
+    const std::size_t end = novel.find(' ', at + 1500);
+    const std::size_t next = novel.find(' ', end + 1);
+    records += nlohmann::json{{"prompt", novel.substr(at, end - at)}, {"answer", novel.substr(end + 1, next - end - 1)}}.dump() + "\n";
+  }
+  const fs::path file = dir / "mine.jsonl";
+  {
+    std::ofstream out(file);
+    out << records;
+  }
+  auto args = without(small_select(m, t), "--tasks") + std::vector<std::string>{"--tasks", "file:" + file.string()};
+  const Run whole = run(args + std::vector<std::string>{"-q", "-o", dir / "whole.json", "--log", dir / "whole.jsonl"}, dir);
+  INFO(whole.err);
+  REQUIRE(whole.status == 0);
+  const auto whole_mask = bosch::io::read_mask_json(dir / "whole.json");
+  const auto& meta = whole_mask.metadata;
+  REQUIRE(meta.contains("task_files"));
+  CHECK(meta.at("task_files").at(0).at("sha256") == bosch::io::sha256_hex(records));
+  CHECK(meta.at("task_files").at(0).at("calibration_records") == 4);
+  CHECK(meta.at("tasks") == "file:" + file.string());
+  const auto whole_log = read_jsonl(dir / "whole.jsonl");
+  REQUIRE(whole_log.size() > 8);
+
+  const std::vector<std::string> part_args = args + std::vector<std::string>{"-o", dir / "part.json", "--log", dir / "part.jsonl"};
+  const Run cut = run_with_hooks(part_args + std::vector<std::string>{"--stop-after", "8"}, dir);
+  INFO(cut.err);
+  CHECK(cut.status == 130);
+  CHECK(cut.err.find("2 cut in the middle") != std::string::npos);  // the run says what it cut
+  const Run resumed = run(part_args + std::vector<std::string>{"--resume"}, dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  const auto part_mask = bosch::io::read_mask_json(dir / "part.json");
+  CHECK(part_mask.mask == whole_mask.mask);
+  CHECK(part_mask.metadata.at("score") == meta.at("score"));
+  CHECK(without_seconds(read_jsonl(dir / "part.jsonl")) == without_seconds(whole_log));
+
+  // A bad record stops the run before the model loads, naming file and line.
+  {
+    std::ofstream out(file, std::ios::app);
+    out << "{\"prompt\": \"no answer\"}\n";
+  }
+  const Run bad = run(args + std::vector<std::string>{"-q", "-o", dir / "bad.json"}, dir);
+  CHECK(bad.status != 0);
+  CHECK(bad.err.find("mine.jsonl:9: no field 'answer'") != std::string::npos);
+  CHECK(!fs::exists(dir / "bad.json"));
 }

@@ -283,4 +283,10 @@ TEST_CASE("records: task lists name files, suites read them before any model wor
   bosch::update_from_json(back, j, "test");
   CHECK(back.kinds == o.kinds);
   CHECK(back.held_out_fraction == 0);
+  // Scoring a mask on a file that changed since it was chosen is refused.
+  CHECK_NOTHROW(bosch::check_task_files(j, o, "mask.json"));
+  CHECK_NOTHROW(bosch::check_task_files(nlohmann::json::object(), o, "mask.json"));
+  bosch::test::write_text(p, line({{"prompt", "p"}, {"answer", "bb"}}));  // another size: the cache sees it
+  CHECK_THROWS_WITH_AS(bosch::check_task_files(j, o, "mask.json"), doctest::Contains("changed since the mask was chosen"),
+                       bosch::invalid_argument);
 }

@@ -129,6 +129,25 @@ nlohmann::json to_json(const TaskSuiteOptions& o) {
   return j;
 }
 
+void check_task_files(const nlohmann::json& metadata, const TaskSuiteOptions& suite, const std::string& where) {
+  if (!metadata.is_object() || !metadata.contains("task_files") || !metadata["task_files"].is_array()) return;
+  for (const auto& t : suite.kinds) {
+    if (t.kind != tasks::TaskKind::file) continue;
+    const std::string name = tasks::record_task_name(t.file);
+    for (const auto& r : metadata["task_files"]) {
+      if (!r.is_object() || r.value("task", "") != name || !r.contains("sha256")) continue;
+      const std::string then = r["sha256"].is_string() ? r["sha256"].get<std::string>() : "";
+      const std::string now = tasks::read_records(t.file).sha256;
+      if (then != now)
+        throw invalid_argument(t.file.string() + " changed since the mask was chosen on it (sha256 " + then.substr(0, 12) +
+                                   "..., now " + now.substr(0, 12) +
+                                   "...): its held-out split may hold records the mask calibrated on; score the file the "
+                                   "mask names, or other data under another file name",
+                               where);
+    }
+  }
+}
+
 std::string file_task_summary(const tasks::TaskSet& set) {
   std::string out;
   std::size_t pos = 0;

@@ -44,6 +44,8 @@ std::string field(const nlohmann::json& j, const char* key, const std::string& w
   return v;
 }
 
+}  // namespace
+
 Record parse_record(std::string_view line, const std::string& where) {
   check_text(line, where);  // UTF-8 first: nlohmann would name a byte, not the cause
   nlohmann::json j;
@@ -69,6 +71,8 @@ Record parse_record(std::string_view line, const std::string& where) {
   }
   return r;
 }
+
+namespace {
 
 RecordFile read_uncached(const std::filesystem::path& path) {
   const std::string text = io::read_file(path, io::max_file_bytes, "a task file");
@@ -120,6 +124,25 @@ RecordFile read_records(const std::filesystem::path& path) {
   if (cache.size() > 64) cache.clear();
   cache.emplace(key, f);
   return f;
+}
+
+std::filesystem::path write_records(const std::vector<std::string>& json_lines, const std::string& where) {
+  if (json_lines.empty()) throw invalid_argument("no record", where);
+  std::string text;
+  for (std::size_t i = 0; i < json_lines.size(); ++i) {
+    (void)parse_record(json_lines[i], where + "[" + std::to_string(i) + "]");
+    if (json_lines[i].find('\n') != std::string::npos)
+      throw format_error("a record must be one line of JSON", where + "[" + std::to_string(i) + "]");
+    text += json_lines[i];
+    text += '\n';
+  }
+  const std::filesystem::path dir = cache_dir() / "records";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw file_error("cannot create the directory: " + ec.message(), dir.string());
+  const auto path = dir / ("records-" + io::sha256_hex(text).substr(0, 16) + ".jsonl");
+  if (!std::filesystem::exists(path) || io::read_file(path) != text) io::write_file_atomic(path, text);
+  return path;
 }
 
 std::vector<std::size_t> split_records(std::size_t n, double held_out_fraction, std::uint64_t seed,

@@ -131,14 +131,14 @@ Haystack resolved_haystack(const TaskSpec& spec) {
   return spec.haystack;
 }
 
+std::filesystem::path cache_dir() {
+  if (const char* cache = std::getenv("BOSCH_CACHE"); cache && *cache) return std::filesystem::path(cache);
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "bosch";
+}
+
 std::vector<std::filesystem::path> default_text_files() {
-  std::filesystem::path dir;
-  if (const char* cache = std::getenv("BOSCH_CACHE"); cache && *cache) {
-    dir = std::filesystem::path(cache) / "text";
-  } else {
-    const char* home = std::getenv("HOME");
-    dir = std::filesystem::path(home && *home ? home : "/tmp") / ".cache" / "bosch" / "text";
-  }
+  const std::filesystem::path dir = cache_dir() / "text";
   std::vector<std::filesystem::path> files;
   std::error_code ec;
   if (std::filesystem::is_directory(dir, ec)) {

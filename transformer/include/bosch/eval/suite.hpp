@@ -95,6 +95,14 @@ nlohmann::json to_json(const TaskSuiteOptions& o);
 /// "held_out_records"} (an empty array without file tasks). Reads the files.
 nlohmann::json task_files_json(const TaskSuiteOptions& o);
 
+/// Refuses to score a mask held-out on a task file that changed since the
+/// mask was chosen on it: for every file task of `suite` whose name
+/// (file:NAME) the mask's metadata lists in "task_files" with another
+/// sha256, bosch::invalid_argument (where = `where`), since the held-out
+/// split of a changed file may hold records that calibrated the mask.
+/// Metadata without "task_files" passes.
+void check_task_files(const nlohmann::json& metadata, const TaskSuiteOptions& suite, const std::string& where);
+
 /// The description lines of the file tasks of `set` (records drawn, how
 /// many were cut to fit, the file's sha256), each "  LINE\n"; empty when it
 /// has none. What a run prints under its "tasks:" line.

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bosch::tasks {
@@ -64,6 +65,17 @@ struct RecordFile {
 /// field; (where = the path) for a file with no record. Blank lines are
 /// skipped. Reads a file once per (path, size, modification time).
 RecordFile read_records(const std::filesystem::path& path);
+
+/// One record from one line of JSON, checked as read_records checks each
+/// line (bosch::format_error naming `where`); its `line` is left 0.
+Record parse_record(std::string_view json_line, const std::string& where);
+
+/// Records given in memory (one JSON object per element, as a file's lines)
+/// written once to `$BOSCH_CACHE/records/records-<sha256 prefix>.jsonl`
+/// (default cache ~/.cache/bosch), named by their content so the same
+/// records are the same file and task name in every run; returns the path.
+/// The lines are checked first (parse_record, where = `where` and the index).
+std::filesystem::path write_records(const std::vector<std::string>& json_lines, const std::string& where);
 
 /// The indices of the records of `split` among n records (ascending): held
 /// out are those whose position in a permutation seeded by `seed` is below

@@ -215,6 +215,10 @@ Truncation parse_truncation(std::string_view name);
 /// type the haystack cannot carry.
 Haystack resolved_haystack(const TaskSpec& spec);
 
+/// bosch's cache: `$BOSCH_CACHE`, default `~/.cache/bosch` (models, text,
+/// records given in memory).
+std::filesystem::path cache_dir();
+
 /// The natural-text files the setup script exports: `$BOSCH_CACHE/text/*.txt`
 /// (default `~/.cache/bosch/text`), sorted by name. Throws bosch::file_error when
 /// there are none (run scripts/setup).
