@@ -9,10 +9,14 @@
 #include "run_options.hpp"
 
 #include <bosch/eval/report.hpp>
+#include <bosch/eval/report_checkpoint.hpp>
 #include <bosch/eval/suite.hpp>
 #include <bosch/tasks/generate.hpp>
 
+#include <chrono>
+#include <cstdio>
 #include <iostream>
+#include <optional>
 
 namespace bosch::cli {
 
@@ -20,7 +24,7 @@ int run_evaluate(int argc, char** argv) {
   return run_command("evaluate", [&]() -> int {
     RunOptions run_options({SettingGroup::model, SettingGroup::tasks, SettingGroup::evaluator});
     OutputOptions oo;
-    std::string mask_path, mask_fmt;
+    std::string mask_path, mask_fmt, checkpoint_path;
     bool json = false, references = false, no_accuracy = false;
     int extra_tokens = 4;
 
@@ -42,7 +46,11 @@ int run_evaluate(int argc, char** argv) {
         "skip greedy decoding (log-probabilities only; faster)")(
         "extra-tokens", po::value(&extra_tokens)->default_value(extra_tokens)->value_name("N"),
         "greedy budget: answer tokens + N")(
-        "json", flag(&json), "print one JSON object on stdout instead of a table");
+        "json", flag(&json), "print one JSON object on stdout instead of a table")(
+        "checkpoint", po::value(&checkpoint_path)->value_name("FILE"),
+        "keep every scored sample in FILE (JSON lines, appended as each finishes); run the same command "
+        "again after an interruption (Ctrl-C, kill, even kill -9) to go on from the last sample, to the "
+        "report an uninterrupted run prints");
     cl.options.add(run_options.describe()).add(what).add(oo.describe());
     cl.positional.add("model", 1);
     cl.epilog = "Example:\n  bosch evaluate SmolLM2-135M-Instruct.Q4_1.gguf --mask mask.json --references\n";
@@ -118,13 +126,50 @@ int run_evaluate(int argc, char** argv) {
       ro.accuracy = !no_accuracy;
       ro.extra_new_tokens = extra_tokens;
       const HeadLayout layout = model.config.layout();
+      std::optional<ReportCheckpoint> checkpoint;
+      if (!checkpoint_path.empty()) {
+        checkpoint.emplace(checkpoint_path, nlohmann::json{{"model_fingerprint", model.fingerprint},
+                                                           {"layout", to_string(layout)},
+                                                           {"mask", to_grid(mask_file.mask)},
+                                                           {"window", eval_options.window},
+                                                           {"sinks", eval_options.sinks},
+                                                           {"suite", to_json(suite)},
+                                                           {"samples", samples_digest(held_out)},
+                                                           {"accuracy", !no_accuracy},
+                                                           {"extra_tokens", extra_tokens}});
+        if (checkpoint->resumed() > 0)
+          oo.info() << "resuming from " << checkpoint_path << ": " << checkpoint->resumed() << " samples scored\n";
+      }
       std::vector<ReportRow> rows;
       auto score = [&](const std::string& name, const HeadMask& m) {
         oo.info() << "scoring " << name << "\n";
+        ReportOptions row_options = ro;
+        const std::size_t n = held_out.samples.size();
+        std::size_t known = 0;
+        if (checkpoint) {
+          row_options.done = checkpoint->done(name, n);
+          for (const auto& d : row_options.done) known += d.has_value();
+        }
+        // Progress per sample (long contexts take minutes each), and the checkpoint.
+        const auto start = std::chrono::steady_clock::now();
+        std::size_t run = 0;
+        double printed = 0;
+        row_options.on_sample = [&](std::size_t i, const SampleScore& sc) {
+          if (checkpoint) checkpoint->record(name, i, sc);
+          ++run;
+          const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (spent - printed < 10 && known + run < n) return;  // a line at most every 10 s
+          printed = spent;
+          const double left = spent / static_cast<double>(run) * static_cast<double>(n - known - run);
+          char line[200];
+          std::snprintf(line, sizeof line, "  %s: %zu/%zu samples, %.1f s each, ETA %.1f min\n", name.c_str(),
+                        known + run, n, spent / static_cast<double>(run), left / 60.0);
+          oo.info() << line;
+        };
         rows.push_back({name, m.count(),
                         evaluate_held_out(backend, model.tokenizer, held_out,
                                           AttentionWindows::from_mask(m, eval_options.window, eval_options.sinks),
-                                          ro)});
+                                          row_options)});
       };
       score("mask", mask_file.mask);
       if (references) {

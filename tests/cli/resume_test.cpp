@@ -297,3 +297,52 @@ TEST_CASE("a select on a file task resumes to the same mask and log, and records
   CHECK(bad.err.find("mine.jsonl:9: no field 'answer'") != std::string::npos);
   CHECK(!fs::exists(dir / "bad.json"));
 }
+
+TEST_CASE("an interrupted evaluate resumes from its per-sample checkpoint to the uninterrupted report") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  bosch::HeadMask mask(bosch::HeadLayout{5, 8, 4});  // stories260K
+  mask.set(0, 1, true);
+  mask.set(3, 2, true);
+  bosch::io::write_mask_json(dir / "m.json", mask);
+  const std::vector<std::string> args{"evaluate", m, "--mask", dir / "m.json", "--json", "--tasks", "copy,passkey",
+                                      "--text-files", t, "--context", "300", "--allow-long-context",
+                                      "--held-out-samples", "4", "--window", "32", "--threads", "1", "--references"};
+  const Run plain = run(args, dir);
+  INFO(plain.err);
+  REQUIRE(plain.status == 0);
+  const fs::path ck = dir / "eval.ckpt";
+  const Run whole = run(args + std::vector<std::string>{"--checkpoint", ck}, dir);
+  REQUIRE(whole.status == 0);
+  CHECK(whole.out == plain.out);  // a checkpoint changes nothing
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(slurp(ck));
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  REQUIRE(lines.size() == 1 + 3 * 8);  // identity, then 8 samples of 3 rows
+
+  // Killed after 11 samples while writing the 12th (kill -9 leaves a torn line).
+  {
+    std::ofstream out(ck, std::ios::binary | std::ios::trunc);
+    for (std::size_t i = 0; i < 12; ++i) out << lines[i] << "\n";
+    out << lines[12].substr(0, lines[12].size() / 2);
+  }
+  const Run resumed = run(args + std::vector<std::string>{"--checkpoint", ck}, dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.err.find("11 samples scored") != std::string::npos);
+  CHECK(resumed.out == plain.out);  // bitwise the same report
+  std::size_t records = 0;
+  {
+    std::istringstream in(slurp(ck));
+    for (std::string l; std::getline(in, l);) ++records;
+  }
+  CHECK(records == lines.size());  // the torn line replaced, nothing scored twice
+
+  // Another evaluation is refused, naming what differs.
+  const Run other = run(without(args, "--window") + std::vector<std::string>{"--window", "16", "--checkpoint", ck}, dir);
+  CHECK(other.status != 0);
+  CHECK(other.err.find("another evaluation (its window differs)") != std::string::npos);
+}

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <algorithm>
 #include <concepts>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -141,6 +142,13 @@ struct ReportOptions {
   /// always a fresh prefill for the greedy answer, as before this option.
   bool one_pass = true;
   eval::BootstrapOptions bootstrap{};          ///< the intervals of the report
+  /// Scores known already, by sample index (a resumed evaluation: see
+  /// eval/report_checkpoint.hpp): a sample with a value is not run again.
+  /// Shorter than the task set, or empty: the rest are run.
+  std::vector<std::optional<SampleScore>> done;
+  /// Called after each sample that was run, with its index and scores (a
+  /// checkpoint, progress); may throw to stop the evaluation.
+  std::function<void(std::size_t, const SampleScore&)> on_sample;
 };
 
 namespace detail {
@@ -271,7 +279,12 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
   // greedy_continue (a fresh prefill), as without such a backend.
   constexpr bool one_pass = TeacherForcedPrefill<B>;
   using state_type = typename detail::one_pass_state<B>::type;
-  for (const auto& sample : tasks.samples) {
+  for (std::size_t index = 0; index < tasks.samples.size(); ++index) {
+    if (index < options.done.size() && options.done[index]) {
+      scores.push_back(*options.done[index]);
+      continue;
+    }
+    const tasks::Sample& sample = tasks.samples[index];
     const auto tf = tasks::teacher_forcing(sample);
     const std::size_t m = sample.answer.size();
     const int budget = options.extra_new_tokens < 0 ? sample.max_new_tokens
@@ -326,6 +339,7 @@ HeldOutReport evaluate_held_out(const B& backend, const model::Tokenizer& tokeni
       match = tasks::answer_match(sample, prediction);
     }
     scores.push_back({sample.task, score.mean_logprob, acc, exact, match});
+    if (options.on_sample) options.on_sample(index, scores.back());
   }
   return summarize_held_out(std::move(scores), options.bootstrap);
 }
