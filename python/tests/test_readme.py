@@ -58,7 +58,7 @@ def test_the_cpp_example_builds_with_find_package_and_runs(tmp_path):
 
 def test_the_cli_example_runs_on_the_real_model(tmp_path, bosch_cli):
     model = need(CACHE / "models" / SMOLLM2, "SmolLM2 (scripts/fetch-model)")
-    (cli,) = [b for b in blocks("sh") if b.startswith("bosch select")]
+    cli = [b for b in blocks("sh") if b.startswith("bosch select")][0]
     args = shlex.split(cli)
     assert args[:3] == ["bosch", "select", "-m"] and args[3] == SMOLLM2
     args = [str(bosch_cli), *args[1:3], str(model), *args[4:], "--max-evaluations", "8", "--samples", "1",
@@ -72,6 +72,29 @@ def test_the_cli_example_runs_on_the_real_model(tmp_path, bosch_cli):
     f = bosch.read_mask(tmp_path / "mask.json")
     assert f.layout == bosch.HeadLayout(30, 9, 3) and int(f.mask.sum()) == 45
     assert f.metadata["window"] == 64
+
+
+def test_the_your_data_example_runs_on_the_real_model(tmp_path, bosch_cli):
+    model = need(CACHE / "models" / SMOLLM2, "SmolLM2 (scripts/fetch-model)")
+    # The front page's main command with its inline `--tasks file:NAME` (the user's file).
+    cli = [b for b in blocks("sh") if b.startswith("bosch select")][0]
+    (data,) = re.findall(r"`--tasks file:(\S+)`", README.read_text())
+    args = [a for a in shlex.split(cli) if a != "--report"] + ["--tasks", f"file:{data}"]
+    # The user's file: a few records of each form.
+    import json
+
+    with open(tmp_path / data, "w") as f:
+        for i in range(6):
+            f.write(json.dumps({"prompt": f"Item {i}: the colour of box {i} is red. " * 20 + f"Box {i} is", "answer": "red"}) + "\n")
+            f.write(json.dumps({"context": f"The key of room {i} is {100 + i}. " * 20,
+                                "question": f"What is the key of room {i}?", "answer": str(100 + i)}) + "\n")
+    args = [str(bosch_cli), *args[1:3], str(model), *args[4:], "--max-evaluations", "8", "--samples", "1", "-q"]
+    run(args, cwd=tmp_path)
+    import bosch
+
+    f = bosch.read_mask(tmp_path / "mask.json")
+    assert int(f.mask.sum()) == 45
+    assert f.metadata["task_files"][0]["file"] == data and f.metadata["task_files"][0]["records"] == 12
 
 
 def test_the_python_search_example_runs(tmp_path):
