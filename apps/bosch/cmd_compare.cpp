@@ -198,7 +198,8 @@ int run_compare(int argc, char** argv) {
     const tasks::TaskSet& held_out = run.held_out();
     oo.info() << "tasks: " << run.calibration().samples.size() << " calibration and " << held_out.samples.size()
               << " held-out samples of <= " << settings.longest_context() << " tokens; window " << eo.window
-              << ", sinks " << eo.sinks << "\n";
+              << ", sinks " << eo.sinks << "\n"
+              << file_task_summary(held_out);
     // Rankings and held-out figures in fp32; the searches in --precision.
     const cpu::Backend& backend = *run.cpu_report_backend();
     TransformerEvaluator<cpu::Backend>& evaluator = *run.cpu_evaluator();

@@ -189,6 +189,11 @@ int run_evaluate(int argc, char** argv) {
                          {"sinks", eval_options.sinks},
                          {"suite", to_json(suite)},
                          {"held_out", to_json(rows.front().report)}};
+        // File tasks: how many held-out records were cut to fit the context.
+        nlohmann::json cut = nlohmann::json::object();
+        for (const auto& sample : held_out.samples)
+          if (sample.kind == tasks::TaskKind::file) cut[sample.task] = cut.value(sample.task, 0) + (sample.cut_tokens > 0);
+        if (!cut.empty()) j["cut_samples"] = cut;
         if (references) j["references"] = refs;
         std::cout << j.dump(2) << "\n";
         return exit_success;

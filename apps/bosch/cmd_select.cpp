@@ -172,7 +172,10 @@ int run_select(int argc, char** argv) {
                                                                                                           : "\n");
     // The held-out samples of --report are built now: one that cannot be
     // built fails before the search, not after it.
-    if (report) oo.detail() << "held-out: " << run.held_out().samples.size() << " samples\n";
+    if (report) {
+      oo.detail() << "held-out: " << run.held_out().samples.size() << " samples\n";
+      oo.info() << file_task_summary(run.held_out());  // file tasks: how many records were cut
+    }
     const HeadLayout layout = run.layout();
     MpiExecutor executor(oo.info());
     const InfoSink info = [&oo](const std::string& line) { oo.info() << line; };

@@ -287,6 +287,14 @@ TEST_CASE("a select on a file task resumes to the same mask and log, and records
   CHECK(part_mask.metadata.at("score") == meta.at("score"));
   CHECK(without_seconds(read_jsonl(dir / "part.jsonl")) == without_seconds(whole_log));
 
+  // evaluate takes the recorded file task and its split, and says how many records it cut.
+  const Run ev = run({"evaluate", m, "--mask", dir / "whole.json", "--json", "--held-out-samples", "2", "-q"}, dir);
+  INFO(ev.err);
+  REQUIRE(ev.status == 0);
+  const auto report = nlohmann::json::parse(ev.out);
+  CHECK(report.at("cut_samples").at("file:mine.jsonl") == 2);
+  CHECK(report.at("held_out").at("all").contains("match"));
+
   // A bad record stops the run before the model loads, naming file and line.
   {
     std::ofstream out(file, std::ios::app);
