@@ -3,7 +3,7 @@
 # calibration draws (task seeds 0-3), each mask scored held-out on 16 samples
 # per task at 512 and 1024 tokens with a task seed no draw calibrated on (11).
 # Resumable: a finished output is skipped.
-# Usage: run.sh BOSCH_BINARY MODEL [DIR RATIO [SELECT-ARGS...]]
+# Usage: [SEEDS="3 0 1 2"] run.sh BOSCH_BINARY MODEL [DIR RATIO [SELECT-ARGS...]]
 #   (one thread, so it can run beside work). Defaults: this folder, 0.75.
 #   The remedies: run.sh BIN MODEL ../probe-all-0.75 0.75 --probe-samples 0
 #                 run.sh BIN MODEL ../confirm-0.75 0.75 --confirm-probes
@@ -15,7 +15,7 @@ here="$(cd "$(dirname "$0")" && pwd)"; cfg="$here/../../../scripts/main-job.cfg"
 dir="${3:-$here}"; ratio="${4:-0.75}"; extra=("${@:5}")
 cd "$dir"
 log() { echo "\$ $*" >> commands.txt; }
-for seed in 0 1 2 3; do
+for seed in ${SEEDS:-0 1 2 3}; do
   out="draw-task$seed.json"
   if [ ! -s "$out" ]; then
     start=$(date +%s.%N)
