@@ -23,7 +23,8 @@ namespace bosch::cli {
 
 namespace {
 
-constexpr HeldOutMetric metrics[] = {HeldOutMetric::logprob, HeldOutMetric::accuracy, HeldOutMetric::exact};
+constexpr HeldOutMetric metrics[] = {HeldOutMetric::logprob, HeldOutMetric::accuracy, HeldOutMetric::exact,
+                                     HeldOutMetric::match};
 
 /// One side of the comparison: a report of an evaluate file, its mask or one
 /// of its references ("FILE#all-full").
@@ -197,6 +198,9 @@ int run_paired(int argc, char** argv) {
       diffs.push_back(std::move(row));
     }
 
+    // File tasks: their normalized exact match too.
+    bool with_match = false;
+    for (const auto& sc : a.report.samples) with_match = with_match || std::isfinite(sc.match);
     if (json) {
       nlohmann::json j{{"a", a.name},
                        {"b", b.name},
@@ -205,7 +209,8 @@ int run_paired(int argc, char** argv) {
       nlohmann::json per_task = nlohmann::json::array();
       for (std::size_t g = 0; g < groups.size(); ++g) {
         nlohmann::json row{{"task", groups[g]}, {"samples", diffs[g][0].samples}};
-        for (std::size_t m = 0; m < std::size(metrics); ++m) row[to_string(metrics[m])] = to_json(diffs[g][m]);
+        for (std::size_t m = 0; m < std::size(metrics); ++m)
+          if (metrics[m] != HeldOutMetric::match || with_match) row[to_string(metrics[m])] = to_json(diffs[g][m]);
         if (g == 0)
           j["all"] = row;
         else
@@ -222,14 +227,19 @@ int run_paired(int argc, char** argv) {
                 << suite.value("held_out_samples", nlohmann::json()).dump() << " samples per task, task seed "
                 << suite.value("task_seed", nlohmann::json()).dump() << "\n";
     char buf[400];
-    std::snprintf(buf, sizeof buf, "\n  %-18s %7s  %-29s %-26s %s\n", "A - B", "samples", "log-prob (nats)",
-                  "accuracy", "exact");
-    std::cout << buf;
+    // The last column unpadded, as before, unless match follows it.
+    const char* last = with_match ? "%-26s" : "%s";
+    std::snprintf(buf, sizeof buf, (std::string("\n  %-18s %7s  %-29s %-26s ") + last).c_str(), "A - B", "samples",
+                  "log-prob (nats)", "accuracy", "exact");
+    std::cout << buf << (with_match ? " match" : "") << "\n";
     for (std::size_t g = 0; g < groups.size(); ++g) {
-      std::snprintf(buf, sizeof buf, "  %-18s %7d  %-29s %-26s %s\n", groups[g].c_str(), diffs[g][0].samples,
+      std::snprintf(buf, sizeof buf, (std::string("  %-18s %7d  %-29s %-26s ") + last).c_str(), groups[g].c_str(),
+                    diffs[g][0].samples,
                     value_ci("%+.4f", diffs[g][0].mean, diffs[g][0].ci).c_str(), value_ci("%+.3f", diffs[g][1].mean, diffs[g][1].ci).c_str(),
                     value_ci("%+.3f", diffs[g][2].mean, diffs[g][2].ci).c_str());
       std::cout << buf;
+      if (with_match) std::cout << " " << value_ci("%+.3f", diffs[g][3].mean, diffs[g][3].ci);
+      std::cout << "\n";
     }
     std::snprintf(buf, sizeof buf,
                   "  [low, high]: %g%% paired percentile bootstrap interval of the per-sample differences (%zu "

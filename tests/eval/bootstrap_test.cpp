@@ -244,6 +244,13 @@ TEST_CASE("held-out summary: file tasks' match is summarized over their samples 
   CHECK(back.all.match == r.all.match);
   CHECK(back.all.match_ci.low == r.all.match_ci.low);
   CHECK(std::isnan(back.samples[1].match));
+  // Paired match counts the file samples only: here 6, all equal, so 0.
+  auto better = samples;
+  for (auto& sc : better)
+    if (std::isfinite(sc.match)) sc.match = 1.0;
+  const auto pm = paired_difference(summarize_held_out(better), r, HeldOutMetric::match);
+  CHECK(pm.samples == 6);
+  CHECK(pm.mean == doctest::Approx(0.5));  // 3 of 6 went from 0 to 1
   // A report without file tasks has no "match" anywhere, as before.
   std::vector<SampleScore> builtin(samples.begin() + 1, samples.begin() + 2);
   const nlohmann::json b = to_json(summarize_held_out(builtin));

@@ -126,6 +126,10 @@ eval::PairedDifference paired_difference(const HeldOutReport& a, const HeldOutRe
   std::vector<std::size_t> st;
   for (std::size_t i = 0; i < a.samples.size(); ++i) {
     if (task != "all" && a.samples[i].task != task) continue;
+    // match exists for file tasks only: the other samples do not take part.
+    if (metric == HeldOutMetric::match &&
+        !(std::isfinite(metric_of(a.samples[i], metric)) && std::isfinite(metric_of(b.samples[i], metric))))
+      continue;
     x.push_back(metric_of(a.samples[i], metric));
     y.push_back(metric_of(b.samples[i], metric));
     st.push_back(strata[i]);

@@ -98,7 +98,8 @@ HeldOutReport summarize_held_out(std::vector<SampleScore> samples, const eval::B
 /// The paired difference a - b of `metric` over the samples of `task` ("all" =
 /// every sample, stratified by task): both reports must hold the same samples
 /// (same count and task sequence; bosch::invalid_argument otherwise, naming
-/// `where`). Samples absent (old files): a NaN difference.
+/// `where`). Samples absent (old files): a NaN difference. For
+/// HeldOutMetric::match only the samples that have it (file tasks) count.
 eval::PairedDifference paired_difference(const HeldOutReport& a, const HeldOutReport& b, HeldOutMetric metric,
                                          const std::string& task = "all",
                                          const eval::BootstrapOptions& options = {},
