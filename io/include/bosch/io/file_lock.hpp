@@ -25,6 +25,7 @@
 
 #if __has_include(<sys/file.h>) && __has_include(<unistd.h>)
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <unistd.h>
 #define BOSCH_HAVE_FLOCK 1
@@ -78,6 +79,40 @@ inline void remove_registered_files() noexcept {
 #endif
 }
 
+namespace detail {
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread for its lifetime,
+/// so that a stop signal cannot land between creating a lock file and
+/// registering it (or between unregistering and removing it): a program's
+/// handler, which removes the registered files, runs when the mask is
+/// restored and finds the file registered.
+class StopSignalsBlocked {
+ public:
+  StopSignalsBlocked() noexcept {
+#ifdef BOSCH_HAVE_FLOCK
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    ok_ = ::pthread_sigmask(SIG_BLOCK, &block, &old_) == 0;
+#endif
+  }
+  ~StopSignalsBlocked() {
+#ifdef BOSCH_HAVE_FLOCK
+    if (ok_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+#endif
+  }
+  StopSignalsBlocked(const StopSignalsBlocked&) = delete;
+  StopSignalsBlocked& operator=(const StopSignalsBlocked&) = delete;
+
+ private:
+#ifdef BOSCH_HAVE_FLOCK
+  sigset_t old_{};
+  bool ok_ = false;
+#endif
+};
+}  // namespace detail
+
 /// Holds an exclusive lock on `lock_path` (created if missing) for its
 /// lifetime. Throws bosch::file_error (where = lock_path) when another process
 /// holds it ("<what> is in use by another process ...") or the lock file
@@ -88,6 +123,7 @@ class FileLock {
   /// @param what      what the lock protects, for the error message.
   FileLock(std::filesystem::path lock_path, const std::string& what) : path_(std::move(lock_path)) {
 #ifdef BOSCH_HAVE_FLOCK
+    const detail::StopSignalsBlocked blocked;  // created and registered as one step
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0)
       throw file_error(std::string("cannot create lock file: ") + std::strerror(errno), path_.string());
@@ -118,6 +154,7 @@ class FileLock {
   void release(bool remove_file = false) noexcept {
 #ifdef BOSCH_HAVE_FLOCK
     if (fd_ < 0) return;
+    const detail::StopSignalsBlocked blocked;  // unregistered and removed as one step
     unregister_file(slot_);
     slot_ = -1;
     if (remove_file) {
