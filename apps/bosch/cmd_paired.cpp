@@ -10,6 +10,7 @@
 #include "held_out_report.hpp"
 
 #include <bosch/eval/report.hpp>
+#include <bosch/io/json_number.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -128,8 +129,8 @@ std::string describe(const Side& s) {
 }
 
 nlohmann::json to_json(const eval::PairedDifference& d) {
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
-  return {{"samples", d.samples}, {"mean", num(d.mean)}, {"ci", {num(d.ci.low), num(d.ci.high)}}};
+  using io::json_number;
+  return {{"samples", d.samples}, {"mean", json_number(d.mean)}, {"ci", {json_number(d.ci.low), json_number(d.ci.high)}}};
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <bosch/callback_list.hpp>
 #include <bosch/error.hpp>
 #include <bosch/eval/compare.hpp>
+#include <bosch/io/json_number.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -42,7 +43,7 @@ struct LineProgress {
   }
 };
 
-nlohmann::json nan_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+using io::json_number;
 
 /// An evaluator scoring through SharedScoring::score_batch (hinted and batched,
 /// like the TransformerEvaluator it stands for).
@@ -130,13 +131,13 @@ nlohmann::json warm_start_summary(const Result& r) {
   bool result_is_seed = false;
   for (const auto& e : r.log) {
     if (e.stage != Stage::seeds) continue;
-    evaluated.push_back({{"swa", e.mask.count()}, {"score", nan_null(e.score)}});
+    evaluated.push_back({{"swa", e.mask.count()}, {"score", json_number(e.score)}});
     if (std::isnan(best) || e.score > best) best = e.score;
     result_is_seed = result_is_seed || e.mask == r.mask;
   }
   return {{"seeds", r.stage_evaluations[static_cast<std::size_t>(Stage::seeds)]},
           {"evaluated", evaluated},
-          {"best_seed_score", nan_null(best)},
+          {"best_seed_score", json_number(best)},
           {"result_is_seed", result_is_seed}};
 }
 
@@ -244,10 +245,10 @@ std::vector<ComparisonMethod> standard_methods(const cpu::Backend& backend,
       c.mask = r.mask;
       c.evaluations = r.evaluator_calls;
       c.forwards = static_cast<double>(layers_run() - before) / layout.num_layers;
-      c.details = {{"search_score", nan_null(r.score)},
-                   {"normalized_score", nan_null(r.normalized_score)},
-                   {"anchor_full", nan_null(r.anchors.full)},
-                   {"anchor_swa", nan_null(r.anchors.swa)},
+      c.details = {{"search_score", json_number(r.score)},
+                   {"normalized_score", json_number(r.normalized_score)},
+                   {"anchor_full", json_number(r.anchors.full)},
+                   {"anchor_swa", json_number(r.anchors.swa)},
                    {"distinct_masks", r.evaluations},
                    {"cache_hits", r.cache_hits},
                    {"layer_counts", r.layer_counts},

@@ -3,6 +3,7 @@
 
 #include <bosch/error.hpp>
 #include <bosch/eval/report.hpp>
+#include <bosch/io/json_number.hpp>
 
 #include <cmath>
 #include <limits>
@@ -78,11 +79,7 @@ TaskScore summarize(const std::string& name, const std::vector<SampleScore>& sam
   return t;
 }
 
-nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-nlohmann::json interval(const eval::Interval& i) { return nlohmann::json::array({number(i.low), number(i.high)}); }
-
-double read_number(const nlohmann::json& j) { return j.is_null() ? nan : j.get<double>(); }
+nlohmann::json interval(const eval::Interval& i) { return nlohmann::json::array({io::json_number(i.low), io::json_number(i.high)}); }
 
 }  // namespace
 
@@ -140,16 +137,16 @@ eval::PairedDifference paired_difference(const HeldOutReport& a, const HeldOutRe
 nlohmann::json to_json(const TaskScore& t) {
   nlohmann::json j{{"task", t.task},
                    {"samples", t.samples},
-                   {"mean_logprob", number(t.mean_logprob)},
-                   {"probability", number(t.probability)},
-                   {"accuracy", number(t.accuracy)},
-                   {"exact", number(t.exact)},
+                   {"mean_logprob", io::json_number(t.mean_logprob)},
+                   {"probability", io::json_number(t.probability)},
+                   {"accuracy", io::json_number(t.accuracy)},
+                   {"exact", io::json_number(t.exact)},
                    {"logprob_ci", interval(t.logprob_ci)},
                    {"probability_ci", interval(t.probability_ci)},
                    {"accuracy_ci", interval(t.accuracy_ci)},
                    {"exact_ci", interval(t.exact_ci)}};
   if (std::isfinite(t.match)) {
-    j["match"] = number(t.match);
+    j["match"] = io::json_number(t.match);
     j["match_ci"] = interval(t.match_ci);
   }
   return j;
@@ -164,10 +161,10 @@ nlohmann::json to_json(const HeldOutReport& r, bool with_samples) {
     bool any_match = false;
     for (const auto& s : r.samples) {
       task.push_back(s.task);
-      lp.push_back(number(s.logprob));
-      acc.push_back(number(s.accuracy));
-      ex.push_back(number(s.exact));
-      ma.push_back(number(s.match));
+      lp.push_back(io::json_number(s.logprob));
+      acc.push_back(io::json_number(s.accuracy));
+      ex.push_back(io::json_number(s.exact));
+      ma.push_back(io::json_number(s.match));
       any_match = any_match || std::isfinite(s.match);
     }
     j["samples"] = {{"task", task}, {"logprob", lp}, {"accuracy", acc}, {"exact", ex}};
@@ -193,19 +190,19 @@ HeldOutReport held_out_report_from_json(const nlohmann::json& j, const std::stri
         throw format_error("samples: match must be an array as long as task", where);
       std::vector<SampleScore> samples;
       for (std::size_t i = 0; i < task.size(); ++i)
-        samples.push_back({task[i].get<std::string>(), read_number(lp[i]), read_number(acc[i]), read_number(ex[i]),
-                           ma.is_null() ? nan : read_number(ma[i])});
+        samples.push_back({task[i].get<std::string>(), io::json_double(lp[i]), io::json_double(acc[i]), io::json_double(ex[i]),
+                           ma.is_null() ? nan : io::json_double(ma[i])});
       return summarize_held_out(std::move(samples), options);
     }
     auto score = [](const nlohmann::json& t) {
       TaskScore s;
       s.task = t.at("task").get<std::string>();
       s.samples = t.at("samples").get<int>();
-      s.mean_logprob = read_number(t.at("mean_logprob"));
-      s.probability = read_number(t.at("probability"));
-      s.accuracy = read_number(t.at("accuracy"));
-      s.exact = read_number(t.at("exact"));
-      s.match = t.contains("match") ? read_number(t.at("match")) : nan;
+      s.mean_logprob = io::json_double(t.at("mean_logprob"));
+      s.probability = io::json_double(t.at("probability"));
+      s.accuracy = io::json_double(t.at("accuracy"));
+      s.exact = io::json_double(t.at("exact"));
+      s.match = t.contains("match") ? io::json_double(t.at("match")) : nan;
       return s;
     };
     HeldOutReport r;

@@ -4,22 +4,17 @@
 #include <bosch/error.hpp>
 #include <bosch/eval/report_checkpoint.hpp>
 #include <bosch/io/atomic_file.hpp>
+#include <bosch/io/json_number.hpp>
 #include <bosch/io/sha256.hpp>
 
-#include <cmath>
 #include <cstring>
 #include <fstream>
-#include <limits>
 
 namespace bosch {
 namespace {
 
 constexpr const char* kKind = "bosch held-out checkpoint";
 
-nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-double read_number(const nlohmann::json& j) {
-  return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>();
-}
 
 }  // namespace
 
@@ -71,8 +66,8 @@ ReportCheckpoint::ReportCheckpoint(std::filesystem::path path, nlohmann::json id
       try {
         const std::string row = j.at("row").get<std::string>();
         const auto sample = j.at("sample").get<std::size_t>();
-        SampleScore s{j.at("task").get<std::string>(), read_number(j.at("logprob")), read_number(j.at("accuracy")),
-                      read_number(j.at("exact")), read_number(j.value("match", nlohmann::json()))};
+        SampleScore s{j.at("task").get<std::string>(), io::json_double(j.at("logprob")), io::json_double(j.at("accuracy")),
+                      io::json_double(j.at("exact")), io::json_double(j.value("match", nlohmann::json()))};
         scores_[{row, sample}] = std::move(s);
       } catch (const nlohmann::json::exception&) {
         throw format_error("a malformed record in a held-out checkpoint", path_.string());
@@ -101,10 +96,10 @@ void ReportCheckpoint::record(const std::string& row, std::size_t sample, const 
   const nlohmann::json j{{"row", row},
                          {"sample", sample},
                          {"task", score.task},
-                         {"logprob", number(score.logprob)},
-                         {"accuracy", number(score.accuracy)},
-                         {"exact", number(score.exact)},
-                         {"match", number(score.match)}};
+                         {"logprob", io::json_number(score.logprob)},
+                         {"accuracy", io::json_number(score.accuracy)},
+                         {"exact", io::json_number(score.exact)},
+                         {"match", io::json_number(score.match)}};
   std::ofstream out(path_, std::ios::binary | std::ios::app);
   out << j.dump() << '\n';
   out.flush();

@@ -9,6 +9,7 @@
 /// tasks; the Python package's Result.metadata()), so a mask file describes
 /// its search the same way whoever wrote it.
 
+#include <bosch/io/json_number.hpp>
 #include <bosch/io/options_json.hpp>
 #include <bosch/margin.hpp>
 #include <bosch/mask.hpp>
@@ -41,7 +42,7 @@ namespace bosch {
 ///
 /// NaN scores (a search stopped before any evaluation) are written as null.
 inline nlohmann::json search_metadata(const Options& options, const Result& result) {
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  const auto num = io::json_number;
   nlohmann::json meta{{"layout", to_string(result.mask.layout())},
                       {"target_ratio", options.target_ratio},
                       {"ratio", result.mask.ratio()},
