@@ -107,7 +107,7 @@ std::string normalize_answer(std::string_view text) {
   for (char c : text) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 128 && std::ispunct(u)) continue;
-    cleaned += u < 128 ? static_cast<char>(std::tolower(u)) : c;
+    cleaned += lower(c);
   }
   std::string out;
   std::size_t pos = 0;
