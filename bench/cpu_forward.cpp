@@ -51,6 +51,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -352,7 +353,7 @@ void BM_forward_swa(benchmark::State& state) {
   state.counters["tokens/s"] = g_tokens / g_best["forward_swa"];
 }
 
-void BM_attention(benchmark::State& state, bool swa) {
+void BM_attention(benchmark::State& state, bool swa, bool bf16) {
   // One layer's attention on random Q, K, V of the model's shape.
   const auto& c = g_model->config;
   const int n = g_tokens, hd = c.head_dim;
@@ -366,10 +367,12 @@ void BM_attention(benchmark::State& state, bool swa) {
   const std::vector<cpu::HeadWindow> win(static_cast<std::size_t>(c.num_kv_heads),
                                          swa ? cpu::HeadWindow{n / 16, 0} : cpu::HeadWindow{});
   const std::vector<int> offsets{0, n};
-  const std::string name = swa ? "attention_swa" : "attention_full";
+  const std::string name = std::string(swa ? "attention_swa" : "attention_full") + (bf16 ? "_bf16" : "");
+  std::optional<cpu::Bf16Kernel> kernel;
+  if (bf16) kernel = bf16_kernel();
   cpu::AttentionWork work;
   timed(state, name, [&] {
-    work = cpu::attention(q.data(), k.data(), v.data(), out.data(), offsets, shape, win, {});
+    work = cpu::attention(q.data(), k.data(), v.data(), out.data(), offsets, shape, win, {}, kernel);
     benchmark::DoNotOptimize(out.data());
   });
   double visible = 0;
@@ -428,9 +431,13 @@ int main(int argc, char** argv) {
       ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
   benchmark::RegisterBenchmark("forward_all_swa_w_n/16_s4", BM_forward_swa)
       ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
-  benchmark::RegisterBenchmark("attention_layer_full", BM_attention, false)
+  benchmark::RegisterBenchmark("attention_layer_full", BM_attention, false, false)
       ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
-  benchmark::RegisterBenchmark("attention_layer_swa_w_n/16", BM_attention, true)
+  benchmark::RegisterBenchmark("attention_layer_swa_w_n/16", BM_attention, true, false)
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
+  benchmark::RegisterBenchmark("attention_layer_full_bf16", BM_attention, false, true)
+      ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
+  benchmark::RegisterBenchmark("attention_layer_swa_w_n/16_bf16", BM_attention, true, true)
       ->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
@@ -488,6 +495,22 @@ int main(int argc, char** argv) {
                 (static_cast<double>(g_tokens) * (g_tokens / 16) - (g_tokens / 16.0) * (g_tokens / 16 - 1) / 2) /
                     (static_cast<double>(g_tokens) * (g_tokens + 1) / 2),
                 g_cpu["attention_swa"] / std::max(g_cpu["attention_full"], 1e-9));
+  if (g_best.count("attention_full") && g_best.count("attention_full_bf16")) {
+    double visible = 0;
+    for (int i = 0; i < g_tokens; ++i) visible += i + 1;
+    const double flops = 4.0 * c.head_dim * visible * c.num_heads;
+    std::printf("  attention of one layer in %s: full %.2f ms (%.2fx fp32's time; %.1f GFLOP/s", 
+                cpu::choose_precision(cpu::Precision::bf16).name().c_str(), 1e3 * g_best["attention_full_bf16"],
+                g_best["attention_full_bf16"] / g_best["attention_full"], flops / g_best["attention_full_bf16"] / 1e9);
+    if (g_best.count("bf16_gemm"))
+      std::printf(" = %.0f%% of the bf16 product's wall rate",
+                  100.0 * (flops / g_best["attention_full_bf16"]) / (gemm_flops / g_best["bf16_gemm"]));
+    std::printf(")");
+    if (g_best.count("attention_swa_bf16"))
+      std::printf(", all-SWA w = %d %.2f ms (%.2fx fp32's)", g_tokens / 16, 1e3 * g_best["attention_swa_bf16"],
+                  g_best["attention_swa_bf16"] / std::max(g_best["attention_swa"], 1e-12));
+    std::printf("\n");
+  }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::printf("  memory: weights %.1f MiB fp32; forward scratch at %d tokens %.1f MiB (+ residual %.1f MiB, "

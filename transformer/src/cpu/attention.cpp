@@ -6,12 +6,14 @@
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/error.hpp>
 
+#include "attention_bf16.hpp"
 #include "eigen.hpp"
 #include "simd.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 namespace bosch::cpu {
@@ -73,6 +75,7 @@ int row_intervals(const HeadWindow& w, int i, int j0, int j1, KeyRange out[2]) {
 }
 
 struct Item {
+  int seq = 0;    // the sequence
   int base = 0;   // first row of the sequence in the packed key/value buffers
   std::ptrdiff_t qbase = 0;  // query row i sits at row qbase + i of q and out
   int n = 0;      // rows of the sequence
@@ -117,7 +120,8 @@ namespace {
 /// whose q and out then hold its rows from query_begin on).
 AttentionWork tiled_attention(const float* q, const float* k, const float* v, float* out,
                               std::span<const int> offsets, int query_begin, const AttentionShape& shape,
-                              std::span<const HeadWindow> windows, const AttentionTiles& tiles) {
+                              std::span<const HeadWindow> windows, const AttentionTiles& tiles,
+                              std::optional<Bf16Kernel> bf16) {
   check_shape(shape, windows.size());
   if (tiles.tile <= 0 || tiles.swa_tile < 0)
     throw invalid_argument("attention tile sizes must be positive", "tile");
@@ -143,7 +147,8 @@ AttentionWork tiled_attention(const float* q, const float* k, const float* v, fl
       const int t = std::max(1, query_tile(tiles, w));
       max_rows = std::max(max_rows, t);
       for (int i0 = query_begin; i0 < n; i0 += t) {
-        Item it{offsets[b], static_cast<std::ptrdiff_t>(offsets[b]) - query_begin, n, i0, std::min(n, i0 + t), g, w, 0};
+        Item it{static_cast<int>(b), offsets[b], static_cast<std::ptrdiff_t>(offsets[b]) - query_begin, n, i0,
+                std::min(n, i0 + t), g, w, 0};
         KeyRange r[2];
         const int c = key_ranges(w, it.i0, it.i1, r);
         for (int x = 0; x < c; ++x) it.keys += static_cast<std::size_t>(r[x].end - r[x].begin);
@@ -165,12 +170,24 @@ AttentionWork tiled_attention(const float* q, const float* k, const float* v, fl
   const auto count = static_cast<std::ptrdiff_t>(items.size());
   // Threads only when there is enough work to pay for waking them (~1 MFLOP).
   const bool parallel = count > 1 && work.scores * static_cast<std::size_t>(hd) > 250000;
+  // bf16: the keys and values rounded and packed once; chunks start at
+  // multiples of 16 keys of their sequence (a panel of the packed keys).
+  std::optional<detail::Bf16KeyValues> kv16;
+  if (bf16) kv16.emplace(k, v, offsets, shape, *bf16);
+  const std::size_t ldq = bf16_stride(hd), ldp = bf16_stride(chunk_cols);
 #pragma omp parallel if (parallel)
   {
     RowMatrix qp(static_cast<Eigen::Index>(G) * max_rows, hd);
     RowMatrix acc(static_cast<Eigen::Index>(G) * max_rows, hd);
     RowMatrix s(static_cast<Eigen::Index>(G) * max_rows, chunk_cols);
     std::vector<float> m(static_cast<std::size_t>(G) * max_rows), l(m.size());
+    Bf16Vector q16, p16;
+    std::vector<float> pv;
+    if (kv16) {
+      q16.resize(static_cast<std::size_t>(G) * max_rows * ldq);
+      p16.resize(static_cast<std::size_t>(G) * max_rows * ldp);
+      pv.resize(static_cast<std::size_t>(G) * max_rows * hd);
+    }
 
 #pragma omp for schedule(dynamic, 1)
     for (std::ptrdiff_t idx = 0; idx < count; ++idx) {
@@ -191,27 +208,45 @@ AttentionWork tiled_attention(const float* q, const float* k, const float* v, fl
       A.setZero();
       std::fill(m.begin(), m.begin() + R, neg_inf);
       std::fill(l.begin(), l.begin() + R, 0.0f);
+      if (kv16)
+        for (Eigen::Index r = 0; r < R; ++r)
+          kv16->round(qp.data() + r * hd, static_cast<std::size_t>(hd), q16.data() + r * ldq, ldq);
 
       KeyRange ranges[2];
-      const int nr = key_ranges(w, it.i0, it.i1, ranges);
+      int nr = key_ranges(w, it.i0, it.i1, ranges);
+      // Chunk lengths: multiples of 8 keys (vector loops without scalar
+      // tails); bf16: ranges widened to multiples of 16 of the sequence (the
+      // extra keys are hidden like any invisible key), merged where they meet.
+      const int align = kv16 ? 16 : 8;
+      if (kv16) {
+        const int padded = (it.n + 15) / 16 * 16;
+        for (int x = 0; x < nr; ++x)
+          ranges[x] = {ranges[x].begin / 16 * 16, std::min(padded, (ranges[x].end + 15) / 16 * 16)};
+        if (nr == 2 && ranges[0].end >= ranges[1].begin) {
+          ranges[0].end = ranges[1].end;
+          nr = 1;
+        }
+      }
       for (int ri = 0; ri < nr; ++ri) {
-        // Equal chunks, lengths rounded up to multiples of 8 (vector loops
-        // without scalar tails).
+        // Equal chunks.
         const int limit = chunk_cols;
         const int span = ranges[ri].end - ranges[ri].begin;
         const int chunks = (span + limit - 1) / limit;
         int step = chunks > 0 ? (span + chunks - 1) / chunks : limit;
-        step = std::min(limit, (step + 7) / 8 * 8);
+        step = std::min(limit, (step + align - 1) / align * align);
         for (int j0 = ranges[ri].begin; j0 < ranges[ri].end; j0 += step) {
           const int len = std::min(step, ranges[ri].end - j0);
           const int j1 = j0 + len;
           const std::size_t col = static_cast<std::size_t>(it.kv) * hd;
-          ConstStrided K(k + static_cast<std::size_t>(it.base + j0) * shape.kv_stride + col, len, hd,
-                         Eigen::OuterStride<>(static_cast<Eigen::Index>(shape.kv_stride)));
-          ConstStrided V(v + static_cast<std::size_t>(it.base + j0) * shape.kv_stride + col, len, hd,
-                         Eigen::OuterStride<>(static_cast<Eigen::Index>(shape.kv_stride)));
           auto S = s.topLeftCorner(R, len);
-          S.noalias() = Q * K.transpose();
+          if (kv16) {
+            kv16->scores(q16.data(), ldq, static_cast<std::size_t>(R), it.seq, it.kv, j0, len, s.data(),
+                         static_cast<std::size_t>(chunk_cols));
+          } else {
+            ConstStrided K(k + static_cast<std::size_t>(it.base + j0) * shape.kv_stride + col, len, hd,
+                           Eigen::OuterStride<>(static_cast<Eigen::Index>(shape.kv_stride)));
+            S.noalias() = Q * K.transpose();
+          }
 
           // Is every key of the chunk visible to every row?
           bool all_visible = j1 - 1 <= it.i0;
@@ -250,7 +285,17 @@ AttentionWork tiled_attention(const float* q, const float* k, const float* v, fl
               m[row] = m_new;
             }
           }
-          A.noalias() += S * V;
+          if (kv16) {
+            for (Eigen::Index r = 0; r < R; ++r)
+              kv16->round(s.data() + r * chunk_cols, static_cast<std::size_t>(len), p16.data() + r * ldp,
+                          static_cast<std::size_t>(len));
+            kv16->values(p16.data(), ldp, static_cast<std::size_t>(R), it.seq, it.kv, j0, len, pv.data());
+            A += Eigen::Map<const RowMatrix>(pv.data(), R, hd);
+          } else {
+            ConstStrided V(v + static_cast<std::size_t>(it.base + j0) * shape.kv_stride + col, len, hd,
+                           Eigen::OuterStride<>(static_cast<Eigen::Index>(shape.kv_stride)));
+            A.noalias() += S * V;
+          }
         }
       }
       // Normalize and write out.
@@ -272,19 +317,20 @@ AttentionWork tiled_attention(const float* q, const float* k, const float* v, fl
 
 AttentionWork attention(const float* q, const float* k, const float* v, float* out,
                         std::span<const int> offsets, const AttentionShape& shape,
-                        std::span<const HeadWindow> windows, const AttentionTiles& tiles) {
-  return tiled_attention(q, k, v, out, offsets, 0, shape, windows, tiles);
+                        std::span<const HeadWindow> windows, const AttentionTiles& tiles,
+                        std::optional<Bf16Kernel> bf16) {
+  return tiled_attention(q, k, v, out, offsets, 0, shape, windows, tiles, bf16);
 }
 
 AttentionWork attention_rows(const float* q, const float* k, const float* v, float* out, int n, int query_begin,
                              const AttentionShape& shape, std::span<const HeadWindow> windows,
-                             const AttentionTiles& tiles) {
+                             const AttentionTiles& tiles, std::optional<Bf16Kernel> bf16) {
   if (n < 0 || query_begin < 0 || query_begin > n)
     throw invalid_argument("query rows [" + std::to_string(query_begin) + ", " + std::to_string(n) +
                                ") outside a sequence of " + std::to_string(n) + " keys",
                            "attention_rows");
   const int offsets[2] = {0, n};
-  return tiled_attention(q, k, v, out, offsets, query_begin, shape, windows, tiles);
+  return tiled_attention(q, k, v, out, offsets, query_begin, shape, windows, tiles, bf16);
 }
 
 void attention_cached(const float* q, int n, int start, const float* k, const float* v, float* out,

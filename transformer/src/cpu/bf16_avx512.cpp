@@ -32,18 +32,19 @@ constexpr int MR = 8;
 /// One micro-tile: `mr` rows of `a` times `NP` panels, all k2 pairs, then
 /// stored (+ bias) into the first ncols columns of c.
 template <int MR_, int NP>
-BOSCH_TARGET_AVX512_BF16 void tile(const std::uint16_t* a, std::size_t lda, const std::uint16_t* b, int k2,
-                                   float* c, std::size_t ldc, const float* bias, int ncols) {
+BOSCH_TARGET_AVX512_BF16 void tile(const std::uint16_t* a, std::size_t lda, const std::uint16_t* b,
+                                   std::size_t pair_stride, std::size_t panel_stride, int k2, float* c,
+                                   std::size_t ldc, const float* bias, int ncols) {
   __m512 acc[MR_][NP];
 #pragma GCC unroll 8
   for (int r = 0; r < MR_; ++r)
 #pragma GCC unroll 3
     for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_setzero_ps();
   const std::uint16_t* bp = b;
-  for (int t = 0; t < k2; ++t, bp += NP * 32) {
+  for (int t = 0; t < k2; ++t, bp += pair_stride) {
     __m512bh w[NP];
 #pragma GCC unroll 3
-    for (int q = 0; q < NP; ++q) w[q] = (__m512bh)_mm512_loadu_si512(bp + q * 32);
+    for (int q = 0; q < NP; ++q) w[q] = (__m512bh)_mm512_loadu_si512(bp + q * panel_stride);
 #pragma GCC unroll 8
     for (int r = 0; r < MR_; ++r) {
       std::int32_t pair;
@@ -68,20 +69,21 @@ BOSCH_TARGET_AVX512_BF16 void tile(const std::uint16_t* a, std::size_t lda, cons
 
 template <int NP>
 BOSCH_TARGET_AVX512_BF16 void rows_np(const Block& k) {
+  const std::size_t ps = k.pair_stride ? k.pair_stride : NP * 32, qs = k.panel_stride ? k.panel_stride : 32;
   std::size_t r = 0;
   for (; r + MR <= k.rows; r += MR)
-    tile<MR, NP>(k.a + r * k.lda, k.lda, k.b, k.k2, k.c + r * k.ldc, k.ldc, k.bias, k.ncols);
+    tile<MR, NP>(k.a + r * k.lda, k.lda, k.b, ps, qs, k.k2, k.c + r * k.ldc, k.ldc, k.bias, k.ncols);
   const auto* a = k.a + r * k.lda;
   float* c = k.c + r * k.ldc;
   switch (k.rows - r) {
     case 0: break;
-    case 1: tile<1, NP>(a, k.lda, k.b, k.k2, c, k.ldc, k.bias, k.ncols); break;
-    case 2: tile<2, NP>(a, k.lda, k.b, k.k2, c, k.ldc, k.bias, k.ncols); break;
-    case 3: tile<3, NP>(a, k.lda, k.b, k.k2, c, k.ldc, k.bias, k.ncols); break;
-    case 4: tile<4, NP>(a, k.lda, k.b, k.k2, c, k.ldc, k.bias, k.ncols); break;
-    case 5: tile<5, NP>(a, k.lda, k.b, k.k2, c, k.ldc, k.bias, k.ncols); break;
-    case 6: tile<6, NP>(a, k.lda, k.b, k.k2, c, k.ldc, k.bias, k.ncols); break;
-    default: tile<7, NP>(a, k.lda, k.b, k.k2, c, k.ldc, k.bias, k.ncols); break;
+    case 1: tile<1, NP>(a, k.lda, k.b, ps, qs, k.k2, c, k.ldc, k.bias, k.ncols); break;
+    case 2: tile<2, NP>(a, k.lda, k.b, ps, qs, k.k2, c, k.ldc, k.bias, k.ncols); break;
+    case 3: tile<3, NP>(a, k.lda, k.b, ps, qs, k.k2, c, k.ldc, k.bias, k.ncols); break;
+    case 4: tile<4, NP>(a, k.lda, k.b, ps, qs, k.k2, c, k.ldc, k.bias, k.ncols); break;
+    case 5: tile<5, NP>(a, k.lda, k.b, ps, qs, k.k2, c, k.ldc, k.bias, k.ncols); break;
+    case 6: tile<6, NP>(a, k.lda, k.b, ps, qs, k.k2, c, k.ldc, k.bias, k.ncols); break;
+    default: tile<7, NP>(a, k.lda, k.b, ps, qs, k.k2, c, k.ldc, k.bias, k.ncols); break;
   }
 }
 

@@ -88,11 +88,12 @@ void panel_emulated(const std::uint16_t* a, std::size_t lda, const std::uint16_t
 
 void block_emulated(const Block& k) {
   constexpr int MR = 4;
-  const std::size_t bstride = static_cast<std::size_t>(k.np) * 32;
+  const std::size_t bstride = k.pair_stride ? k.pair_stride : static_cast<std::size_t>(k.np) * 32;
+  const std::size_t qstride = k.panel_stride ? k.panel_stride : 32;
   for (int q = 0; q < k.np; ++q) {
     const int n = std::min(16, k.ncols - 16 * q);
     if (n <= 0) break;
-    const std::uint16_t* b = k.b + 32 * q;
+    const std::uint16_t* b = k.b + qstride * static_cast<std::size_t>(q);
     const float* bias = k.bias ? k.bias + 16 * q : nullptr;
     std::size_t r = 0;
     for (; r + MR <= k.rows; r += MR)

@@ -28,6 +28,13 @@ struct Block {
   float* c = nullptr;
   std::size_t ldc = 0;
   const float* bias = nullptr;
+  /// Values between consecutive pairs of one panel in `b`, and between the
+  /// np panels (0 = the packed group layout: np x 32 and 32). Attention's
+  /// keys and values are packed panel after panel (cpu/attention_bf16.cpp),
+  /// so any run of panels is a group. The AMX kernel reads only the packed
+  /// group layout.
+  std::size_t pair_stride = 0;
+  std::size_t panel_stride = 0;
 };
 
 /// Whether this build contains the AVX512_BF16 kernel (x86-64 with GCC or Clang).

@@ -56,7 +56,9 @@ std::vector<float> Backend::decode_step(DecodeState& state, int token, const Att
     cache.write(view.layer, view.k, view.v, view.rows, view.shape.kv_stride, p);
     return KeyValues{view.k, view.v, view.rows};
   };
-  hooks.attend = [&cache](const LayerView& view, float* att) { cache.attend(view.layer, view.q, att, view.shape); };
+  hooks.attend = [&cache, bf16 = bf16_ != nullptr](const LayerView& view, float* att) {
+    cache.attend(view.layer, view.q, att, view.shape, bf16);
+  };
   const int offsets[2] = {0, 1};
   std::vector<HeadWindow> hw(static_cast<std::size_t>(c.num_kv_heads));
   // A failure part-way leaves positions() at p: the rows written at p sit in

@@ -3,6 +3,7 @@
 // cpu/kv_cache.hpp and docs/deployment.md, "Hybrid KV cache").
 
 #include <bosch/cpu/attention.hpp>
+#include <bosch/cpu/bf16.hpp>
 #include <bosch/cpu/kernels.hpp>
 #include <bosch/cpu/kv_cache.hpp>
 #include <bosch/error.hpp>
@@ -103,7 +104,7 @@ void KvCache::advance(int rows) {
   positions_ += rows;
 }
 
-void KvCache::attend(int layer, const float* q, float* out, const AttentionShape& shape) const {
+void KvCache::attend(int layer, const float* q, float* out, const AttentionShape& shape, bool bf16) const {
   if (layer < 0 || layer >= num_layers_ || shape.num_kv_heads != num_kv_heads_ || shape.head_dim != head_dim_ ||
       shape.num_heads % std::max(1, shape.num_kv_heads) != 0 || positions_ >= capacity_)
     throw invalid_argument("attention shape or layer does not fit the cache", "KvCache::attend");
@@ -111,6 +112,9 @@ void KvCache::attend(int layer, const float* q, float* out, const AttentionShape
   const int hd = head_dim_;
   const int p = positions_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // bf16: the inputs of the two products rounded as the tiled kernel rounds
+  // them (queries scaled, keys, values, probabilities), sums in fp32.
+  auto round = [bf16](float x) { return bf16 ? from_bf16(to_bf16(x)) : x; };
   // Threads only when there is enough work to pay for a parallel region (a
   // short context's few thousand multiply-adds run faster on one thread).
   const bool parallel = static_cast<std::size_t>(p + 1) * static_cast<std::size_t>(shape.num_heads) *
@@ -135,21 +139,27 @@ void KvCache::attend(int layer, const float* q, float* out, const AttentionShape
         keys[static_cast<std::size_t>(t)] = h.k.data() + at;
         values[static_cast<std::size_t>(t)] = h.v.data() + at;
       }
-      for (int c = 0; c < hd; ++c) qs[static_cast<std::size_t>(c)] = qrow[c] * scale;
+      for (int c = 0; c < hd; ++c) qs[static_cast<std::size_t>(c)] = round(qrow[c] * scale);
       float mx = -std::numeric_limits<float>::infinity();
       for (int t = 0; t < count; ++t) {
         const float* kj = keys[static_cast<std::size_t>(t)];
         float dot = 0.0f;
-        for (int c = 0; c < hd; ++c) dot += qs[static_cast<std::size_t>(c)] * kj[c];
+        if (bf16)
+          for (int c = 0; c < hd; ++c) dot += qs[static_cast<std::size_t>(c)] * round(kj[c]);
+        else
+          for (int c = 0; c < hd; ++c) dot += qs[static_cast<std::size_t>(c)] * kj[c];
         scores[static_cast<std::size_t>(t)] = dot;
         mx = std::max(mx, dot);
       }
       const float sum = exp_shifted(scores.data(), static_cast<std::size_t>(count), mx);
       std::fill_n(o, hd, 0.0f);
       for (int t = 0; t < count; ++t) {
-        const float a = scores[static_cast<std::size_t>(t)];
+        const float a = round(scores[static_cast<std::size_t>(t)]);
         const float* vj = values[static_cast<std::size_t>(t)];
-        for (int c = 0; c < hd; ++c) o[c] += a * vj[c];
+        if (bf16)
+          for (int c = 0; c < hd; ++c) o[c] += a * round(vj[c]);
+        else
+          for (int c = 0; c < hd; ++c) o[c] += a * vj[c];
       }
       const float inv = 1.0f / sum;
       for (int c = 0; c < hd; ++c) o[c] *= inv;

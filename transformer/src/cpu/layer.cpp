@@ -95,6 +95,9 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
   static const Bf16Layer fp32_layer;  // unused packed weights of the fp32 path
   const Bf16Layer& P = bf16 ? bf16->layers[static_cast<std::size_t>(layer)] : fp32_layer;
   Products products(bf16, s.xb);
+  // bf16: attention's two products too (cpu/attention.hpp).
+  const std::optional<Bf16Kernel> attention_kernel =
+      bf16 ? std::optional<Bf16Kernel>(bf16->kernel) : std::nullopt;
 
   // Rows [F, N) leave the layer (LayerRows::outputs_from): the queries, the
   // attention output, x from the output projection on and the feed-forward
@@ -124,10 +127,10 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
   if (hooks.attend)
     hooks.attend(view, s.att.data());
   else if (kv.rows == static_cast<int>(N) && F == 0)
-    attention(s.q.data(), kv.k, kv.v, s.att.data(), rows.offsets, shape, windows, tiles);
+    attention(s.q.data(), kv.k, kv.v, s.att.data(), rows.offsets, shape, windows, tiles, attention_kernel);
   else
     attention_rows(s.q.data(), kv.k, kv.v, s.att.data(), kv.rows, kv.rows - static_cast<int>(M), shape, windows,
-                   tiles);
+                   tiles, attention_kernel);
   if (hooks.blend) hooks.blend(view, s.att.data());
   x += F * static_cast<std::size_t>(d);
   products.input(s.att.data(), M, c.num_heads * hd);

@@ -15,12 +15,20 @@
 /// O(n (w + swa_tile)) instead of O(n^2). Per chunk: S = Q K^T (Eigen GEMM),
 /// entries invisible to a row set to -inf, running max m and sum l updated,
 /// accumulator rescaled by exp(m_old - m_new) and increased by P V (Eigen
-/// GEMM); at the end out = acc / l. All in fp32. OpenMP over items (largest
-/// first, dynamic schedule) with the thread count in force.
+/// GEMM); at the end out = acc / l. All in fp32, unless a bf16 kernel is
+/// given: then the two products run in bf16 with fp32 accumulation
+/// (VDPBF16PS's order, docs/precision.md): the scaled queries, the keys, the
+/// values and the probabilities P are rounded to bf16 (the keys and values
+/// once per call), and key chunks start at multiples of 16 keys of their
+/// sequence; the maxima, exponentials, sums l and the accumulator stay fp32.
+/// The avx512 kernel serves AMX CPUs too. OpenMP over items (largest first,
+/// dynamic schedule) with the thread count in force.
 
 #include <bosch/cpu/backend.hpp>
+#include <bosch/cpu/precision.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -69,10 +77,13 @@ int query_tile(const AttentionTiles& tiles, const HeadWindow& window);
 /// Windowed attention for a batch of sequences stored back to back:
 /// sequence b holds rows [offsets[b], offsets[b+1]) at positions 0, 1, ...
 /// `windows` has one entry per KV head. Writes every output row. Throws
-/// bosch::invalid_argument on inconsistent shapes, offsets or tiles.
+/// bosch::invalid_argument on inconsistent shapes, offsets or tiles. `bf16`:
+/// the products' kernel (runnable on this CPU, as choose_precision picks it);
+/// none = fp32.
 AttentionWork attention(const float* q, const float* k, const float* v, float* out,
                         std::span<const int> offsets, const AttentionShape& shape,
-                        std::span<const HeadWindow> windows, const AttentionTiles& tiles);
+                        std::span<const HeadWindow> windows, const AttentionTiles& tiles,
+                        std::optional<Bf16Kernel> bf16 = std::nullopt);
 
 /// attention() for the query rows [query_begin, n) of one sequence of n
 /// keys: `q` and `out` hold n - query_begin rows (row r = position
@@ -84,7 +95,7 @@ AttentionWork attention(const float* q, const float* k, const float* v, float* o
 /// unless 0 <= query_begin <= n, and as attention() does.
 AttentionWork attention_rows(const float* q, const float* k, const float* v, float* out, int n, int query_begin,
                              const AttentionShape& shape, std::span<const HeadWindow> windows,
-                             const AttentionTiles& tiles);
+                             const AttentionTiles& tiles, std::optional<Bf16Kernel> bf16 = std::nullopt);
 
 /// Attention of `n` new query rows of one sequence, at positions start ..
 /// start + n - 1, against the keys and values of positions 0 .. start + n - 1

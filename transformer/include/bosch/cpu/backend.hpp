@@ -12,8 +12,9 @@
 /// are never touched, so an SWA head costs O(n * w), not O(n^2).
 ///
 /// Options::precision runs the seven products of each layer (Q, K, V, O,
-/// gate, up, down) in bf16 with fp32 accumulation instead (cpu/precision.hpp,
-/// docs/precision.md); attention, norms, RoPE and the logits stay fp32.
+/// gate, up, down) and attention's two (Q K^T, P V) in bf16 with fp32
+/// accumulation instead (cpu/precision.hpp, cpu/attention.hpp,
+/// docs/precision.md); the softmax, norms, RoPE and the logits stay fp32.
 ///
 /// Layer-wise entry points (embed, run_layers, logits) let an evaluator keep
 /// the residual stream entering a layer and restart from the lowest layer a

@@ -108,8 +108,10 @@ class KvCache {
   /// see, as cpu::attention_cached does over a full cache (same plain loop,
   /// one softmax per head, in position order). `q`: shape.q_stride floats
   /// (unscaled queries); `out`: shape.out_stride floats. OpenMP over query
-  /// heads.
-  void attend(int layer, const float* q, float* out, const AttentionShape& shape) const;
+  /// heads. `bf16`: the products' inputs (scaled queries, keys, values,
+  /// probabilities) rounded to bf16 as the bf16 tiled attention rounds them
+  /// (cpu/attention.hpp), the sums in fp32; the backend's bf16 decode.
+  void attend(int layer, const float* q, float* out, const AttentionShape& shape, bool bf16 = false) const;
 
   /// The stored key / value of (layer, KV head) at `position`, head_dim
   /// floats, or nullptr when the head does not hold that position (not yet
