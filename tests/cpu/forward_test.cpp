@@ -15,6 +15,7 @@
 #include "tiny_model.hpp"
 
 #include <bosch/cpu/backend.hpp>
+#include <bosch/cpu/layer.hpp>
 
 #include <boost/random/bernoulli_distribution.hpp>
 #include <boost/random/mersenne_twister.hpp>
@@ -355,4 +356,22 @@ TEST_CASE("cpu backend: an empty sequence gives an empty result") {
   cpu::Backend b(m);
   const std::vector<int> none;
   CHECK(b.forward(none, AttentionWindows::full(), none).empty());
+}
+
+TEST_CASE("cpu forward: a sequence longer than one feed-forward block matches the naive reference") {
+  // The dense feed-forward runs in blocks of cpu::ffn_block_rows rows
+  // (cpu/layer.hpp): rows on both sides of the block boundary, in fp32 and
+  // with a mixed mask, against the reference of the whole sequence.
+  const auto m = test::tiny_model(test::tiny_config(), test::seed(95));
+  const int n = static_cast<int>(cpu::ffn_block_rows) + 37;
+  const auto tokens = test::random_tokens(n, m.config.vocab_size, test::seed(96));
+  const std::vector<int> pos{0, 1, n / 2, static_cast<int>(cpu::ffn_block_rows) - 1,
+                             static_cast<int>(cpu::ffn_block_rows), n - 1};
+  const cpu::Backend b(m);
+  for (const auto& w : {AttentionWindows::full(),
+                        AttentionWindows::from_mask(random_mask(m.config.layout(), test::seed(97)), 300, 2)}) {
+    const auto d = compare(b.forward(tokens, w, pos), reference_logits(m, tokens, w, pos));
+    INFO("max abs diff " << d.max_abs << ", logit scale " << d.scale);
+    CHECK(d.max_abs <= tolerance * std::max(1.0, d.scale));
+  }
 }

@@ -11,9 +11,11 @@ namespace bosch::cpu {
 
 namespace {
 
-/// Values of the bf16 input buffer: rows x the widest product input's row stride.
+/// Values of the bf16 input buffer: rows x the widest input's row stride of
+/// the products over all rows, or a feed-forward block's down input.
 std::size_t bf16_values(const model::Config& c, std::size_t rows) {
-  return rows * bf16_stride(std::max({c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size}));
+  return std::max(rows * bf16_stride(std::max(c.hidden_size, c.num_heads * c.head_dim)),
+                  std::min(rows, ffn_block_rows) * bf16_stride(c.intermediate_size));
 }
 
 /// The products of one layer, in fp32 or bf16: `input` names the activation
@@ -55,15 +57,16 @@ LayerScratch::LayerScratch(const model::Config& c, std::size_t rows, bool bf16)
       k(rows * c.num_kv_heads * c.head_dim),
       v(rows * c.num_kv_heads * c.head_dim),
       att(rows * c.num_heads * c.head_dim),
-      gate(c.has_dense_layer() ? rows * c.intermediate_size : 0),
-      up(c.has_dense_layer() ? rows * c.intermediate_size : 0),
+      gate(c.has_dense_layer() ? std::min(rows, ffn_block_rows) * c.intermediate_size : 0),
+      up(c.has_dense_layer() ? std::min(rows, ffn_block_rows) * c.intermediate_size : 0),
       xb(bf16 ? bf16_values(c, rows) : 0) {}
 
 std::size_t LayerScratch::bytes(const model::Config& c, std::size_t rows, bool bf16) {
   const auto hd = static_cast<std::size_t>(c.head_dim);
   const std::size_t ff = c.has_dense_layer() ? 2 * static_cast<std::size_t>(c.intermediate_size) : 0;
-  const std::size_t floats =
-      rows * (static_cast<std::size_t>(c.hidden_size) + 2 * c.num_heads * hd + 2 * c.num_kv_heads * hd + ff);
+  const std::size_t floats = rows * (static_cast<std::size_t>(c.hidden_size) + 2 * c.num_heads * hd +
+                                     2 * c.num_kv_heads * hd) +
+                             std::min(rows, ffn_block_rows) * ff;
   return floats * sizeof(float) + (bf16 ? bf16_values(c, rows) * sizeof(std::uint16_t) : 0);
 }
 
@@ -145,12 +148,18 @@ void decoder_layer(const model::Model& model, int layer, float* x, const LayerRo
     add_inplace(x, s.h.data(), M * d);
     return;
   }
-  products.input(s.h.data(), M, d);
-  products.apply(L.w_gate, P.w_gate, nullptr, s.gate.data());
-  products.apply(L.w_up, P.w_up, nullptr, s.up.data());
-  silu_mul(s.gate.data(), s.up.data(), M * static_cast<std::size_t>(c.intermediate_size));
-  products.input(s.gate.data(), M, c.intermediate_size);
-  products.apply(L.w_down, P.w_down, nullptr, s.h.data());
+  // In blocks of rows (ffn_block_rows): each block's down product overwrites
+  // the block's rows of h, which its gate and up products have read.
+  for (std::size_t r0 = 0; r0 < M; r0 += ffn_block_rows) {
+    const std::size_t m = std::min(ffn_block_rows, M - r0);
+    float* hb = s.h.data() + r0 * static_cast<std::size_t>(d);
+    products.input(hb, m, d);
+    products.apply(L.w_gate, P.w_gate, nullptr, s.gate.data());
+    products.apply(L.w_up, P.w_up, nullptr, s.up.data());
+    silu_mul(s.gate.data(), s.up.data(), m * static_cast<std::size_t>(c.intermediate_size));
+    products.input(s.gate.data(), m, c.intermediate_size);
+    products.apply(L.w_down, P.w_down, nullptr, hb);
+  }
   add_inplace(x, s.h.data(), M * d);
 }
 

@@ -18,6 +18,11 @@
 ///     x   += linear(silu_mul(linear(h, w_gate), linear(h, w_up)), w_down)
 ///            or, in a sparse (Qwen3-MoE) layer, x += moe_ffn(h) (cpu/moe.hpp)
 ///
+/// The dense feed-forward runs in blocks of at most ffn_block_rows rows, so
+/// its two intermediate-wide activations (the largest buffers of a long
+/// prefill: 1.3 GB at 32768 tokens on Qwen2.5-0.5B) stay a fixed size; the
+/// products are row by row, so the blocks change no result.
+///
 /// Backend::run_layers / forward / forward_batch / prefill / decode_step and
 /// eval::run_probed_layer all run this function; they differ only in their
 /// rows, their windows and the hooks. Hooks never change the arithmetic of
@@ -39,9 +44,12 @@
 
 namespace bosch::cpu {
 
+/// Rows per block of the dense feed-forward (see the file comment).
+inline constexpr std::size_t ffn_block_rows = 4096;
+
 /// The activations of one layer over `rows` tokens, reused from layer to
-/// layer (gate and up only when some layer is dense; the experts' buffers
-/// grow on first use).
+/// layer (gate and up only when some layer is dense, for min(rows,
+/// ffn_block_rows) rows; the experts' buffers grow on first use).
 struct LayerScratch {
   std::vector<float> h, q, k, v, att, gate, up;
   /// bf16 copy of a product's input (cpu/bf16.hpp), empty in fp32.
