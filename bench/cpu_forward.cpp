@@ -505,6 +505,11 @@ int main(int argc, char** argv) {
     if (g_best.count("bf16_gemm"))
       std::printf(" = %.0f%% of the bf16 product's wall rate",
                   100.0 * (flops / g_best["attention_full_bf16"]) / (gemm_flops / g_best["bf16_gemm"]));
+    std::printf("; %.1f GFLOP per CPU-second, %.2fx fp32's CPU time", flops / std::max(g_cpu["attention_full_bf16"], 1e-9) / 1e9,
+                g_cpu["attention_full_bf16"] / std::max(g_cpu["attention_full"], 1e-9));
+    if (g_best.count("bf16_gemm"))
+      std::printf(" = %.0f%% of the bf16 product's rate per CPU-second",
+                  100.0 * (flops / g_cpu["attention_full_bf16"]) / (gemm_flops / std::max(g_cpu["bf16_gemm"], 1e-9)));
     std::printf(")");
     if (g_best.count("attention_swa_bf16"))
       std::printf(", all-SWA w = %d %.2f ms (%.2fx fp32's)", g_tokens / 16, 1e3 * g_best["attention_swa_bf16"],

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// bf16 keys and values for the tiled attention (attention_bf16.hpp).
+// bf16 keys and values for the tiled attention (attention_bf16.hpp). The
+// products run in groups of 4 panels (64 keys of S, or a head_dim of 64 of
+// P V in one group), the kernels' widest register tile.
 
 #include "attention_bf16.hpp"
 
@@ -76,7 +78,7 @@ void Bf16KeyValues::scores(const std::uint16_t* q, std::size_t ldq, std::size_t 
                                               first_panel_[static_cast<std::size_t>(b)] +
                                               static_cast<std::size_t>(j0) / panel) *
                                                  key_panel_size;
-  for (int c0 = 0; c0 < len; c0 += 48) {
+  for (int c0 = 0; c0 < len; c0 += 64) {
     bf16::Block blk;
     blk.a = q;
     blk.lda = ldq;
@@ -84,8 +86,8 @@ void Bf16KeyValues::scores(const std::uint16_t* q, std::size_t ldq, std::size_t 
     blk.b = base + static_cast<std::size_t>(c0) / panel * key_panel_size;
     blk.k2 = (hd_ + 1) / 2;
     blk.k2p = static_cast<int>(hd_pairs_);
-    blk.np = std::min(3, (len - c0 + 15) / 16);
-    blk.ncols = std::min(48, len - c0);
+    blk.np = std::min(4, (len - c0 + 15) / 16);
+    blk.ncols = std::min(64, len - c0);
     blk.c = s + c0;
     blk.ldc = lds;
     blk.pair_stride = 2 * panel;
@@ -100,7 +102,7 @@ void Bf16KeyValues::values(const std::uint16_t* p, std::size_t ldp, std::size_t 
   const std::size_t first_pair = (first_panel_[static_cast<std::size_t>(b)] * panel + static_cast<std::size_t>(j0)) / 2;
   const std::uint16_t* base =
       values_.data() + static_cast<std::size_t>(g) * channel_panels_ * value_panel_size + first_pair * 2 * panel;
-  for (int c0 = 0; c0 < hd_; c0 += 48) {
+  for (int c0 = 0; c0 < hd_; c0 += 64) {
     bf16::Block blk;
     blk.a = p;
     blk.lda = ldp;
@@ -108,8 +110,8 @@ void Bf16KeyValues::values(const std::uint16_t* p, std::size_t ldp, std::size_t 
     blk.b = base + static_cast<std::size_t>(c0) / panel * value_panel_size;
     blk.k2 = len / 2;
     blk.k2p = len / 2;
-    blk.np = std::min(3, (hd_ - c0 + 15) / 16);
-    blk.ncols = std::min(48, hd_ - c0);
+    blk.np = std::min(4, (hd_ - c0 + 15) / 16);
+    blk.ncols = std::min(64, hd_ - c0);
     blk.c = out + c0;
     blk.ldc = static_cast<std::size_t>(hd_);
     blk.pair_stride = 2 * panel;

@@ -70,9 +70,11 @@ BOSCH_TARGET_AVX512_BF16 void tile(const std::uint16_t* a, std::size_t lda, cons
 template <int NP>
 BOSCH_TARGET_AVX512_BF16 void rows_np(const Block& k) {
   const std::size_t ps = k.pair_stride ? k.pair_stride : NP * 32, qs = k.panel_stride ? k.panel_stride : 32;
+  // 4 panels: 6 x 4 accumulators + 4 weight vectors.
+  constexpr int mr = NP == 4 ? 6 : MR;
   std::size_t r = 0;
-  for (; r + MR <= k.rows; r += MR)
-    tile<MR, NP>(k.a + r * k.lda, k.lda, k.b, ps, qs, k.k2, k.c + r * k.ldc, k.ldc, k.bias, k.ncols);
+  for (; r + mr <= k.rows; r += mr)
+    tile<mr, NP>(k.a + r * k.lda, k.lda, k.b, ps, qs, k.k2, k.c + r * k.ldc, k.ldc, k.bias, k.ncols);
   const auto* a = k.a + r * k.lda;
   float* c = k.c + r * k.ldc;
   switch (k.rows - r) {
@@ -95,7 +97,8 @@ BOSCH_TARGET_AVX512_BF16 void block_avx512(const Block& k) {
   switch (k.np) {
     case 1: rows_np<1>(k); break;
     case 2: rows_np<2>(k); break;
-    default: rows_np<3>(k); break;
+    case 3: rows_np<3>(k); break;
+    default: rows_np<4>(k); break;
   }
 }
 

@@ -12,10 +12,10 @@
 namespace bosch::cpu::bf16 {
 
 /// Rows [0, rows) of the bf16 activation `a` (row stride lda = 2 k2p values,
-/// zeros after the 2 k2 used) times one group of `np` (1..3) packed panels
-/// `b` (k2 pairs of k2p stored, see PackedMatrix), written to the first
-/// `ncols` (1..16 np) columns of `c` (row stride ldc), plus bias[0 .. ncols)
-/// when `bias` is not null.
+/// zeros after the 2 k2 used) times one group of `np` (1..3; 4 with
+/// panel_stride, not on AMX) packed panels `b` (k2 pairs of k2p stored, see
+/// PackedMatrix), written to the first `ncols` (1..16 np) columns of `c` (row
+/// stride ldc), plus bias[0 .. ncols) when `bias` is not null.
 struct Block {
   const std::uint16_t* a = nullptr;
   std::size_t lda = 0;
