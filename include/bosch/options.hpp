@@ -326,6 +326,18 @@ struct Options {
   /// separable objective (docs/algorithm.md §Stage 3). 0 = off; at most
   /// refine_budget are used. Default 1 [I].
   std::size_t surrogate_proposals = 1;
+  /// Layer restoration before the refinement (full variant; docs/algorithm.md
+  /// §Restoration): from the best exact-count mask, every layer with SWA
+  /// heads is scored once restored whole (L evaluations, each re-running
+  /// only its layer and those above), and up to this many layers with the
+  /// largest gains are tried restored, paid for by the SWA heads Stage 1
+  /// found cheapest elsewhere (each try raced against the best mask). Stage
+  /// 1's probes measure a layer near all-full, where other layers still
+  /// carry what it does; at high ratios a layer's worth shows only once the
+  /// rest is windowed (on SmolLM2 at rho 0.75, one layer's three heads were
+  /// worth 0.95 nats held out given the others, and the search found that in
+  /// 2 of 4 calibration draws, docs/results/restore-0.75). 0 = off (default).
+  std::size_t restore_layers = 0;
 
   // --- layer variant -------------------------------------------------------------------
   /// Evaluations of the whole-layer search; 0 (default) = the number the full
@@ -480,6 +492,9 @@ void for_each_option(F&& f) {
       "evaluations of the global refinement after Stage 3 (0 = off)"});
   f(OptionField<std::size_t>{"surrogate_proposals", &O::surrogate_proposals,
       "evaluations of the refinement spent on the surrogate's own optimum, fitted to the whole log (0 = off)"});
+  f(OptionField<std::size_t>{"restore_layers", &O::restore_layers,
+      "before the refinement, score every layer restored whole and try the N with the largest gains, "
+      "paid for by the cheapest SWA heads elsewhere (0 = off)"});
   f(OptionField<std::size_t>{"layer_budget", &O::layer_budget,
       "layer variant: evaluations of the whole-layer search (0 = like-for-like)"});
   f(OptionField<InnerSolver>{"inner_solver", &O::inner_solver,

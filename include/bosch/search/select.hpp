@@ -187,6 +187,11 @@ class search_run {
     return search::planned_group_evaluations(layout_, counts, {all}, options_);
   }
 
+  /// Evaluations the layer restoration plans: one per layer and its tries.
+  std::size_t restore_plan() const {
+    return options_.restore_layers > 0 ? static_cast<std::size_t>(layout_.num_layers) + options_.restore_layers : 0;
+  }
+
   std::size_t layer_budget() const {
     if (options_.layer_budget > 0) return options_.layer_budget;
     return std::max<std::size_t>(1, search::planned_probe_evaluations(layout_, options_) + planned_uniform_groups());
@@ -202,7 +207,7 @@ class search_run {
     } else {
       n += search::planned_probe_evaluations(layout_, o);
       if (o.variant != Variant::single) n += planned_uniform_groups();
-      if (o.variant == Variant::full) n += o.refine_budget;
+      if (o.variant == Variant::full) n += o.refine_budget + restore_plan();
     }
     if (o.max_evaluations > 0) n = std::min(n, o.max_evaluations);
     return n;
@@ -244,7 +249,7 @@ class search_run {
     std::size_t n = obj_.evaluations() + 1;
     if (o.variant != Variant::single)
       n += search::planned_group_evaluations(layout_, counts_, buckets, o);
-    if (o.variant == Variant::full) n += o.refine_budget;
+    if (o.variant == Variant::full) n += o.refine_budget + restore_plan();
     planned_ = o.max_evaluations > 0 ? std::min(n, o.max_evaluations) : n;
     end(Stage::ratios);
 
@@ -298,9 +303,9 @@ class search_run {
     end(Stage::groups);
     if (!done) return false;
     candidate = incumbent;
-    if (o.variant == Variant::full && o.refine_budget > 0) {
+    if (o.variant == Variant::full && (o.refine_budget > 0 || o.restore_layers > 0)) {
       if (!begin(Stage::refine)) return false;
-      const bool refined = refine(candidate);
+      const bool refined = restore(candidate) && (o.refine_budget == 0 || refine(candidate));
       end(Stage::refine);
       if (!refined) return false;
     }
@@ -320,6 +325,81 @@ class search_run {
     search::SubResult r = search::solve(obj_, p, options_);
     if (!r.evaluated) return std::nullopt;
     return std::move(r.best);
+  }
+
+  /// Layer restoration (Options::restore_layers, docs/algorithm.md
+  /// §Restoration), logged in the refinement's stage: every layer of the
+  /// best exact-count mask that has SWA heads is scored restored whole
+  /// (hinted: only its layer and those above re-run); then, largest gain
+  /// first, up to restore_layers of them (gain > 0) are tried restored with
+  /// as many SWA heads added elsewhere, the full heads Stage 1 valued
+  /// cheapest (highest head value; ties by index), each raced against the
+  /// best mask. `candidate` becomes the best mask found. False when the
+  /// search stopped or ran out of budget.
+  bool restore(HeadMask& candidate) {
+    if (options_.restore_layers == 0) return true;
+    const int L = layout_.num_layers, H = layout_.num_kv_heads;
+    const std::optional<double> cs = obj_.cached(candidate);
+    const HeadMask start = (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate;
+    const std::optional<double> s0 = obj_.cached(start);
+    if (!s0) return !obj_.stopped();
+    std::vector<HeadMask> whole;
+    std::vector<int> layers;
+    for (int l = 0; l < L; ++l) {
+      HeadMask m = start;
+      bool any = false;
+      for (int k = 0; k < H; ++k) {
+        any |= m.swa(l, k);
+        m.set(l, k, false);
+      }
+      if (any) {
+        whole.push_back(std::move(m));
+        layers.push_back(l);
+      }
+    }
+    const auto scores = obj_.evaluate_many(whole, &start);
+    std::vector<std::pair<double, std::size_t>> gains;
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      if (!scores[i]) return false;
+      gains.emplace_back(*scores[i] - *s0, i);
+    }
+    std::stable_sort(gains.begin(), gains.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    const auto& values = probes_->head_values;
+    auto value = [&](int l, int k) {
+      const double v = values[static_cast<std::size_t>(l)][static_cast<std::size_t>(k)];
+      return std::isnan(v) ? -std::numeric_limits<double>::infinity() : v;
+    };
+    for (std::size_t t = 0; t < gains.size() && t < options_.restore_layers && !obj_.stopped(); ++t) {
+      if (!(gains[t].first > 0)) break;
+      const int l = layers[gains[t].second];
+      const HeadMask* best = obj_.best_mask();
+      if (best == nullptr) break;
+      HeadMask m = *best;
+      int freed = 0;
+      for (int k = 0; k < H; ++k) {
+        freed += m.swa(l, k);
+        m.set(l, k, false);
+      }
+      if (freed == 0) continue;  // an earlier restoration already freed it
+      std::vector<std::pair<double, std::size_t>> pool;  // (-value, flat index) of full heads elsewhere
+      for (int j = 0; j < L; ++j)
+        for (int k = 0; k < H; ++k)
+          if (j != l && !m.swa(j, k)) pool.emplace_back(-value(j, k), m.index(j, k));
+      if (pool.size() < static_cast<std::size_t>(freed)) continue;
+      std::partial_sort(pool.begin(), pool.begin() + freed, pool.end());
+      for (int i = 0; i < freed; ++i) m.set_flat(pool[static_cast<std::size_t>(i)].second, true);
+      if (obj_.known(m)) continue;
+      if (obj_.allow(1) == 0) return false;
+      const HeadMask focus = *best;
+      const auto out = obj_.compete(std::span<const HeadMask>(&m, 1), focus, obj_.best_score());
+      if (out[0].eliminated) continue;
+      if (!out[0].score) return false;
+    }
+    if (const HeadMask* best = obj_.best_mask()) {
+      const std::optional<double> c = obj_.cached(candidate);
+      if (!c || obj_.best_score() > *c) candidate = *best;
+    }
+    return !obj_.stopped();
   }
 
   /// The global refinement (Options::refine_budget): every head a unit, one
