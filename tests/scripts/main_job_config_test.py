@@ -50,12 +50,13 @@ class MainJobConfig(unittest.TestCase):
     def test_files(self):
         fast, full = settings(FAST), settings(FULL)
         self.assertEqual(fast["ratio"], "0.5")
-        # The fast file is the full one with a cheaper Stage 1, smaller budgets
-        # and fewer proposals per generation (the full file keeps bosch's default
-        # lambda of 4, include/bosch/options.hpp).
+        # The fast file is the full one with fewer calibration samples, a
+        # cheaper Stage 1, smaller budgets and fewer proposals per generation
+        # (the full file keeps bosch's default lambda of 4,
+        # include/bosch/options.hpp).
         full.setdefault("lambda", "4")
         differ = {k for k in set(fast) | set(full) if fast.get(k) != full.get(k)}
-        self.assertEqual(differ, {"probe-samples", "chunk-budget", "refine-budget", "lambda"})
+        self.assertEqual(differ, {"samples", "probe-samples", "chunk-budget", "refine-budget", "lambda"})
         for k in differ:
             self.assertLess(int(fast[k]), int(full[k]), k)
 

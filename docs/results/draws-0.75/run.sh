@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 51: the spread of the main job (scripts/main-job.cfg) on SmolLM2 over
+# Issue 51: the spread of the main job (main-job-8.cfg: scripts/main-job.cfg as it was, 8 samples) on SmolLM2 over
 # calibration draws (task seeds 0-3), each mask scored held-out on 16 samples
 # per task at 512 and 1024 tokens with a task seed no draw calibrated on (11).
 # Resumable: a finished output is skipped.
@@ -11,7 +11,7 @@
 #                 run.sh BIN MODEL ../draws-0.875 0.875
 set -euo pipefail
 bin="$1"; model="$2"
-here="$(cd "$(dirname "$0")" && pwd)"; cfg="$here/../../../scripts/main-job.cfg"
+here="$(cd "$(dirname "$0")" && pwd)"; cfg="$here/main-job-8.cfg"  # the 8-sample main job these runs compare
 dir="${3:-$here}"; ratio="${4:-0.75}"; extra=("${@:5}")
 cd "$dir"
 log() { echo "\$ $*" >> commands.txt; }
@@ -21,7 +21,7 @@ for seed in ${SEEDS:-0 1 2 3}; do
     start=$(date +%s.%N)
     "$bin" select --config "$cfg" -m "$model" --ratio "$ratio" "${extra[@]}" --task-seed "$seed" --threads 1 --report=false \
       --log "draw-task$seed.jsonl" -o "$out" --quiet --fresh
-    log "bosch select --config scripts/main-job.cfg -m SmolLM2-135M-Instruct.Q4_1.gguf --ratio $ratio ${extra[*]} --task-seed $seed --threads 1 --report=false --log draw-task$seed.jsonl -o $out --quiet --fresh  # $(echo "$(date +%s.%N) - $start" | bc) s beside other work"
+    log "bosch select --config docs/results/draws-0.75/main-job-8.cfg -m SmolLM2-135M-Instruct.Q4_1.gguf --ratio $ratio ${extra[*]} --task-seed $seed --threads 1 --report=false --log draw-task$seed.jsonl -o $out --quiet --fresh  # $(echo "$(date +%s.%N) - $start" | bc) s beside other work"
   fi
   for ctx in 512 1024; do
     held="draw-task$seed-held-out-$ctx.json"

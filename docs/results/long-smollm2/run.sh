@@ -4,7 +4,7 @@
 # tokens against all-full and the static rankings RETRIEVAL, PROXY, FISHER.
 #
 # Masks (rho 0.5 and 0.75, task seed 0, window 256, sinks 0):
-#   bosch-single-R: the main job (scripts/main-job.cfg) on 2 x 1024-token
+#   bosch-single-R: the main job as it was (../draws-0.75/main-job-8.cfg) on 2 x 1024-token
 #                   samples per task;
 #   bosch-mixed-R:  1 sample per task at 512 and 1 at 1024 tokens;
 #   retrieval-R, proxy-R, fisher-R: the rankings on the single search's
@@ -18,7 +18,7 @@
 # Usage: run.sh BOSCH_BINARY MODEL [DIR]   (one thread; beside other work)
 set -euo pipefail
 bin="$1"; model="$2"
-here="$(cd "$(dirname "$0")" && pwd)"; cfg="$here/../../../scripts/main-job.cfg"
+here="$(cd "$(dirname "$0")" && pwd)"; cfg="$here/../draws-0.75/main-job-8.cfg"  # the main job with 2 samples per task
 dir="${3:-$here}"; cd "$dir"
 common=(--window 256 --sinks 0 --task-seed 0 --threads 1)
 resume() { [ -e "$1.checkpoint" ] && echo --resume || true; }  # a killed search continues
