@@ -1,7 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// bf16 keys and values for the tiled attention (attention_bf16.hpp). The
-// products run in groups of 4 panels (64 keys of S, or a head_dim of 64 of
-// P V in one group), the kernels' widest register tile.
+// bf16 keys and values for the tiled attention (attention_bf16.hpp).
 
 #include "attention_bf16.hpp"
 
@@ -71,6 +69,27 @@ void Bf16KeyValues::round(const float* x, std::size_t n, std::uint16_t* out, std
   std::fill(out + n, out + padded, std::uint16_t{0});
 }
 
+void Bf16KeyValues::product(const std::uint16_t* a, std::size_t lda, std::size_t rows, const std::uint16_t* b,
+                            std::size_t panel_stride, int pairs, int outputs, float* c, std::size_t ldc) const {
+  // Groups of 4 panels (64 outputs), the kernels' widest register tile.
+  for (int c0 = 0; c0 < outputs; c0 += 64) {
+    bf16::Block blk;
+    blk.a = a;
+    blk.lda = lda;
+    blk.rows = rows;
+    blk.b = b + static_cast<std::size_t>(c0) / panel * panel_stride;
+    blk.k2 = pairs;
+    blk.k2p = pairs;
+    blk.np = std::min(4, (outputs - c0 + 15) / 16);
+    blk.ncols = std::min(64, outputs - c0);
+    blk.c = c + c0;
+    blk.ldc = ldc;
+    blk.pair_stride = 2 * panel;
+    blk.panel_stride = panel_stride;
+    run_block(kernel_, blk);
+  }
+}
+
 void Bf16KeyValues::scores(const std::uint16_t* q, std::size_t ldq, std::size_t rows, int b, int g, int j0, int len,
                            float* s, std::size_t lds) const {
   const std::size_t key_panel_size = hd_pairs_ * 2 * panel;
@@ -78,22 +97,7 @@ void Bf16KeyValues::scores(const std::uint16_t* q, std::size_t ldq, std::size_t 
                                               first_panel_[static_cast<std::size_t>(b)] +
                                               static_cast<std::size_t>(j0) / panel) *
                                                  key_panel_size;
-  for (int c0 = 0; c0 < len; c0 += 64) {
-    bf16::Block blk;
-    blk.a = q;
-    blk.lda = ldq;
-    blk.rows = rows;
-    blk.b = base + static_cast<std::size_t>(c0) / panel * key_panel_size;
-    blk.k2 = (hd_ + 1) / 2;
-    blk.k2p = static_cast<int>(hd_pairs_);
-    blk.np = std::min(4, (len - c0 + 15) / 16);
-    blk.ncols = std::min(64, len - c0);
-    blk.c = s + c0;
-    blk.ldc = lds;
-    blk.pair_stride = 2 * panel;
-    blk.panel_stride = key_panel_size;
-    run_block(kernel_, blk);
-  }
+  product(q, ldq, rows, base, key_panel_size, (hd_ + 1) / 2, len, s, lds);
 }
 
 void Bf16KeyValues::values(const std::uint16_t* p, std::size_t ldp, std::size_t rows, int b, int g, int j0, int len,
@@ -102,22 +106,7 @@ void Bf16KeyValues::values(const std::uint16_t* p, std::size_t ldp, std::size_t 
   const std::size_t first_pair = (first_panel_[static_cast<std::size_t>(b)] * panel + static_cast<std::size_t>(j0)) / 2;
   const std::uint16_t* base =
       values_.data() + static_cast<std::size_t>(g) * channel_panels_ * value_panel_size + first_pair * 2 * panel;
-  for (int c0 = 0; c0 < hd_; c0 += 64) {
-    bf16::Block blk;
-    blk.a = p;
-    blk.lda = ldp;
-    blk.rows = rows;
-    blk.b = base + static_cast<std::size_t>(c0) / panel * value_panel_size;
-    blk.k2 = len / 2;
-    blk.k2p = len / 2;
-    blk.np = std::min(4, (hd_ - c0 + 15) / 16);
-    blk.ncols = std::min(64, hd_ - c0);
-    blk.c = out + c0;
-    blk.ldc = static_cast<std::size_t>(hd_);
-    blk.pair_stride = 2 * panel;
-    blk.panel_stride = value_panel_size;
-    run_block(kernel_, blk);
-  }
+  product(p, ldp, rows, base, value_panel_size, len / 2, hd_, out, static_cast<std::size_t>(hd_));
 }
 
 }  // namespace bosch::cpu::detail

@@ -43,6 +43,14 @@ class Bf16KeyValues {
   void round(const float* x, std::size_t n, std::uint16_t* out, std::size_t padded) const;
 
  private:
+  /// c[r][o] (row stride ldc) for r < rows, o < outputs: a (bf16, row stride
+  /// lda, `pairs` pairs) times `outputs` packed outputs at b, panels of 16
+  /// `panel_stride` values apart, each pair of a panel 32 values after the
+  /// last; in groups of 4 panels (64 outputs of S, or a head_dim of 64 of P V
+  /// in one group), the kernels' widest register tile.
+  void product(const std::uint16_t* a, std::size_t lda, std::size_t rows, const std::uint16_t* b,
+               std::size_t panel_stride, int pairs, int outputs, float* c, std::size_t ldc) const;
+
   Bf16Kernel kernel_;
   int hd_ = 0;
   std::size_t key_panels_ = 0;  // key panels of all sequences (per KV head)
