@@ -7,6 +7,7 @@
 // and 256-key chunk boundary; the AVX512_BF16 kernel gives the emulation's
 // bits.
 
+#include "bf16_kernels.hpp"
 #include "test_support.hpp"
 
 #include <bosch/cpu/attention.hpp>
@@ -89,13 +90,7 @@ std::vector<double> direct_bf16(const Case& c, std::size_t b, int qb) {
   return out;
 }
 
-std::vector<cpu::Bf16Kernel> kernels() {
-  const auto f = cpu::detect_cpu_features();
-  std::vector<cpu::Bf16Kernel> k{cpu::Bf16Kernel::emulated};
-  if (f.avx512 && f.avx512_bf16) k.push_back(cpu::Bf16Kernel::avx512);
-  if (f.avx512 && f.avx512_bf16 && f.amx_bf16) k.push_back(cpu::Bf16Kernel::amx);
-  return k;
-}
+std::vector<cpu::Bf16Kernel> kernels() { return test::bf16_kernels(); }
 
 /// Max |kernel - direct| over every output of every sequence, with the bound
 /// 2^-9 max|bf16(v)| (the probabilities' rounding) + 2e-5 (fp32 sums, exp).

@@ -4,6 +4,7 @@
 // (within the bf16 error bound), independent of threads and blocking, and
 // the AVX512_BF16 kernel bitwise equal to the emulation where the CPU has it.
 
+#include "bf16_kernels.hpp"
 #include "test_support.hpp"
 
 #include <bosch/cpu/bf16.hpp>
@@ -147,15 +148,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-/// The kernels this CPU runs (the emulation always; AVX512_BF16 and AMX
-/// where detect_cpu_features finds them, less $BOSCH_CPU_DISABLE).
-std::vector<cpu::Bf16Kernel> kernels() {
-  const auto f = cpu::detect_cpu_features();
-  std::vector<cpu::Bf16Kernel> k{cpu::Bf16Kernel::emulated};
-  if (f.avx512 && f.avx512_bf16) k.push_back(cpu::Bf16Kernel::avx512);
-  if (f.avx512 && f.avx512_bf16 && f.amx_bf16) k.push_back(cpu::Bf16Kernel::amx);
-  return k;
-}
+std::vector<cpu::Bf16Kernel> kernels() { return test::bf16_kernels(); }
 
 bool runs(cpu::Bf16Kernel kernel) {
   const auto k = kernels();
