@@ -33,6 +33,8 @@
 #include <bosch/cpu/precision.hpp>
 #include <bosch/model/model.hpp>
 
+#include "cpu_time.hpp"
+
 #include <benchmark/benchmark.h>
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_int_distribution.hpp>
@@ -155,12 +157,7 @@ std::vector<int> tokens(int n, int vocab) {
   return t;
 }
 
-double process_cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
+using bench::process_cpu_seconds;
 
 /// Runs `body` per iteration, records the best wall time under `name` and
 /// the process CPU time of that iteration.

@@ -27,6 +27,8 @@
 #include <bosch/cpu/precision.hpp>
 #include <bosch/model/model.hpp>
 
+#include "cpu_time.hpp"
+
 #include <benchmark/benchmark.h>
 #include <omp.h>
 #include <sys/resource.h>
@@ -64,12 +66,7 @@ struct Row {
 std::vector<Row> g_rows;
 double g_gemm_rate = 0, g_bf16_rate = 0;  // GFLOP/s wall
 
-double process_cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
+using bench::process_cpu_seconds;
 
 /// A field of /proc/self/status in MiB ("VmHWM", "VmRSS").
 double status_mib(const char* field) {
