@@ -6,6 +6,7 @@
 #include <boost/random/mersenne_twister.hpp>
 #include <boost/random/uniform_real_distribution.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,14 @@
 #include <vector>
 
 namespace bosch::test {
+
+/// The mean of per-sample scores (0 for none): the reduce of the planted
+/// per-sample evaluators.
+inline double mean_of(std::span<const double> v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
 
 /// Separable objective: score = -sum of per-head costs of the SWA heads.
 /// The optimum with T SWA heads is the T cheapest heads (global quota).
@@ -384,6 +393,67 @@ namespace bosch::test {
 /// interleaves the tasks; cost() counts the samples scored (one sample
 /// forward each). `parent_of` remembers, per mask, the hint's reference of
 /// its last scoring (the parent a race compared it with).
+/// A layer whose worth shows only once the rest of the model is windowed
+/// (docs/algorithm.md §Restoration): every head costs c_h in [0.01, 0.05]
+/// when SWA; each SWA head of the critical layer (the middle one) costs in
+/// addition 3 f^4 u_s on sample s, f the SWA fraction of the other layers and
+/// u_s in [0.5, 1.5] the sample's need. Near all-full (f ~ 0.3) the critical
+/// layer looks like any other; at rho 0.75 (f ~ 0.8) the optimum keeps it
+/// entirely full. Per-sample scores in sample order; `scored` counts samples.
+struct HiddenCriticalLayer {
+  HeadLayout lay;
+  std::vector<double> cost, need;
+  int critical;
+  std::size_t scored = 0;
+  HiddenCriticalLayer(HeadLayout l, std::uint64_t problem, std::size_t samples)
+      : lay(l), cost(l.size()), critical(l.num_layers / 2) {
+    boost::random::mt19937_64 g(problem);
+    boost::random::uniform_real_distribution<double> d(0.01, 0.05), u(0.5, 1.5);
+    for (auto& c : cost) c = d(g);
+    for (std::size_t s = 0; s < samples; ++s) need.push_back(u(g));
+  }
+  HeadLayout layout() const { return lay; }
+  std::size_t sample_count() const { return need.size(); }
+  std::vector<std::size_t> race_order() const {
+    std::vector<std::size_t> o(need.size());
+    for (std::size_t i = 0; i < o.size(); ++i) o[i] = i;
+    return o;
+  }
+  double sample_score(const HeadMask& m, std::size_t s) const {
+    const int H = lay.num_kv_heads;
+    double v = 0;
+    int others = 0, crit = 0;
+    for (int l = 0; l < lay.num_layers; ++l)
+      for (int k = 0; k < H; ++k)
+        if (m.swa(l, k)) {
+          v -= cost[static_cast<std::size_t>(l * H + k)];
+          (l == critical ? crit : others) += 1;
+        }
+    const double f = static_cast<double>(others) / ((lay.num_layers - 1) * H);
+    return v - crit * 3.0 * std::pow(f, 4) * need[s];
+  }
+  std::vector<double> score_samples(const HeadMask& m, const EvaluationHint&,
+                                    std::span<const std::size_t> idx) {
+    std::vector<double> out;
+    for (auto s : idx) out.push_back(sample_score(m, s));
+    scored += idx.size();
+    return out;
+  }
+  static double reduce(std::span<const double> v) { return mean_of(v); }
+  double evaluate(const HeadMask& m) { return reduce(score_samples(m, {}, race_order())); }
+  /// The optimum with t SWA heads: the critical layer full, the t cheapest heads elsewhere.
+  double optimum(std::size_t t) const {
+    std::vector<double> c;
+    for (int l = 0; l < lay.num_layers; ++l)
+      for (int k = 0; k < lay.num_kv_heads; ++k)
+        if (l != critical) c.push_back(cost[static_cast<std::size_t>(l * lay.num_kv_heads + k)]);
+    std::sort(c.begin(), c.end());
+    double s = 0;
+    for (std::size_t i = 0; i < t; ++i) s -= c[i];
+    return s;
+  }
+};
+
 template <class Inner>
 struct NoisySamples {
   Inner inner;
@@ -429,11 +499,7 @@ struct NoisySamples {
     scored += idx.size();
     return out;
   }
-  static double reduce(std::span<const double> v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-  }
+  static double reduce(std::span<const double> v) { return mean_of(v); }
   double evaluate(const HeadMask& m) {
     std::vector<std::size_t> all(sample_count());
     for (std::size_t s = 0; s < all.size(); ++s) all[s] = s;

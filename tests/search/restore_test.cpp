@@ -9,77 +9,17 @@
 // neighbourhood on every seed, for at most 1.5x the sample forwards.
 #include <doctest/doctest.h>
 
+#include "planted.hpp"
 #include "test_support.hpp"
 
 #include <bosch/bosch.hpp>
 
-#include <boost/random/mersenne_twister.hpp>
-#include <boost/random/uniform_real_distribution.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <span>
 #include <vector>
 
 namespace {
-
-struct Redundant {
-  bosch::HeadLayout lay;
-  std::vector<double> cost, need;
-  int critical;
-  std::size_t scored = 0;
-  Redundant(bosch::HeadLayout l, std::uint64_t problem, std::size_t samples)
-      : lay(l), cost(l.size()), critical(l.num_layers / 2) {
-    boost::random::mt19937_64 g(problem);
-    boost::random::uniform_real_distribution<double> d(0.01, 0.05), u(0.5, 1.5);
-    for (auto& c : cost) c = d(g);
-    for (std::size_t s = 0; s < samples; ++s) need.push_back(u(g));
-  }
-  bosch::HeadLayout layout() const { return lay; }
-  std::size_t sample_count() const { return need.size(); }
-  std::vector<std::size_t> race_order() const {
-    std::vector<std::size_t> o(need.size());
-    for (std::size_t i = 0; i < o.size(); ++i) o[i] = i;
-    return o;
-  }
-  double sample_score(const bosch::HeadMask& m, std::size_t s) const {
-    const int H = lay.num_kv_heads;
-    double v = 0;
-    int others = 0, crit = 0;
-    for (int l = 0; l < lay.num_layers; ++l)
-      for (int k = 0; k < H; ++k)
-        if (m.swa(l, k)) {
-          v -= cost[static_cast<std::size_t>(l * H + k)];
-          (l == critical ? crit : others) += 1;
-        }
-    const double f = static_cast<double>(others) / ((lay.num_layers - 1) * H);
-    return v - crit * 3.0 * std::pow(f, 4) * need[s];
-  }
-  std::vector<double> score_samples(const bosch::HeadMask& m, const bosch::EvaluationHint&,
-                                    std::span<const std::size_t> idx) {
-    std::vector<double> out;
-    for (auto s : idx) out.push_back(sample_score(m, s));
-    scored += idx.size();
-    return out;
-  }
-  static double reduce(std::span<const double> v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-  }
-  double evaluate(const bosch::HeadMask& m) { return reduce(score_samples(m, {}, race_order())); }
-  /// The optimum with t SWA heads: the critical layer full, the t cheapest heads elsewhere.
-  double optimum(std::size_t t) const {
-    std::vector<double> c;
-    for (int l = 0; l < lay.num_layers; ++l)
-      for (int k = 0; k < lay.num_kv_heads; ++k)
-        if (l != critical) c.push_back(cost[static_cast<std::size_t>(l * lay.num_kv_heads + k)]);
-    std::sort(c.begin(), c.end());
-    double s = 0;
-    for (std::size_t i = 0; i < t; ++i) s -= c[i];
-    return s;
-  }
-};
 
 struct Outcome {
   int kept = 0;             // seeds whose mask keeps the critical layer entirely full
@@ -90,7 +30,7 @@ struct Outcome {
 Outcome run(std::size_t restore, int layers) {
   Outcome out;
   for (std::uint64_t seed = 0; seed < 8; ++seed) {
-    Redundant e(bosch::HeadLayout{layers, 9, 3}, 100 + seed, 8);
+    bosch::test::HiddenCriticalLayer e(bosch::HeadLayout{layers, 9, 3}, 100 + seed, 8);
     bosch::Options o;  // the main job's search settings (scripts/main-job.cfg)
     o.target_ratio = 0.75;
     o.seed = seed;
@@ -126,7 +66,7 @@ TEST_CASE("restoration keeps a layer whose worth shows only at high ratios, on e
 }
 
 TEST_CASE("restoration off (the default) runs no restoration probe") {
-  Redundant e(bosch::HeadLayout{16, 9, 3}, 7, 8);
+  bosch::test::HiddenCriticalLayer e(bosch::HeadLayout{16, 9, 3}, 7, 8);
   bosch::Options o;
   o.target_ratio = 0.75;
   o.race = true;
@@ -137,7 +77,7 @@ TEST_CASE("restoration off (the default) runs no restoration probe") {
   for (const auto& rec : r.log)
     if (rec.stage == bosch::Stage::refine) CHECK(rec.mask.count() == r.mask.count());
   o.restore_layers = 1;
-  Redundant e2(bosch::HeadLayout{16, 9, 3}, 7, 8);
+  bosch::test::HiddenCriticalLayer e2(bosch::HeadLayout{16, 9, 3}, 7, 8);
   const auto r2 = bosch::select(e2, o);
   std::size_t probes = 0;
   for (const auto& rec : r2.log)
