@@ -77,7 +77,8 @@ int run_evaluate(int argc, char** argv) {
     // depend on), unless given here. Not the search's precision: held-out
     // reports run in fp32 whatever the search ran in.
     RunSettings recorded;
-    const nlohmann::json keys = to_json(recorded, {FieldRole::identity});
+    nlohmann::json keys = to_json(recorded, {FieldRole::identity});
+    keys["deploy_context"] = recorded.deploy_context;  // where the mask is for: reported there
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       if (it.key() == "samples" || it.key() == "text_files" || it.key() == "precision" || !meta.contains(it.key()))
         continue;
@@ -93,6 +94,8 @@ int run_evaluate(int argc, char** argv) {
     } catch (const bosch::invalid_argument& e) {
       throw bosch::invalid_argument(e.message() + " (from the mask's metadata or the options)", e.where());
     }
+    // A mask for a deployment context is reported at it, unless --context says otherwise.
+    if (settings.deploy_context > 0 && !RunOptions::given(vm, "context")) settings.context = {settings.deploy_context};
     const TaskSuiteOptions suite = settings.suite();
     const TransformerEvaluatorOptions eval_options = settings.evaluator();
     check_task_files(meta, suite, mask_name);

@@ -116,6 +116,10 @@ int run_select(int argc, char** argv) {
     // ---- check everything before the long work ----------------------------------------
     RunSettings settings = ro.resolve(vm);
     if (report) check_held_out(settings, RunOptions::namer());
+    if (RunOptions::given(vm, "deploy_context"))
+      oo.info() << "calibration contexts " << context_list_string(settings.context) << ": the recipe for a mask "
+                << "deployed at " << settings.deploy_context << " tokens with window " << settings.window
+                << " (docs/results/long-smollm2)\n";
     const Options options = so.resolve(vm);
     const MaskFormat out_format =
         out == "-" && format.empty() ? MaskFormat::json : mask_format(out, format, "--format");
@@ -311,6 +315,12 @@ int run_select(int argc, char** argv) {
             << "): mean answer log-prob, its exponent, greedy accuracy, exact match\n";
         print_report(rep, rows, oo.verbosity() == Verbosity::verbose);
       }
+      if (settings.deploy_context > 0 && f.out != "-")
+        oo.info() << "the mask is for " << settings.deploy_context << " tokens; hold it there (held-out, "
+                  << settings.held_out_samples << " samples per task, per-sample checkpoint and ETA):\n  bosch evaluate "
+                  << shell_join({settings.model, "--mask", f.out, "--references", "--checkpoint",
+                                 f.out + ".evaluate-checkpoint"})
+                  << "\n";
       done.emplace_back(f.rho, std::move(result));
       previous = &done.back().second.mask;
       previous_ratio = f.rho;

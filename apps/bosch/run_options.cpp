@@ -65,6 +65,10 @@ RunSettings RunOptions::resolve(const po::variables_map& vm, RunSettings base) c
   if (takes(group_title(SettingGroup::model), "model") && base.model.empty())
     throw usage_error("no model given (--model PATH or a positional MODEL)");
   for_option("--device", [&] { check_device(base); });
+  // --deploy-context chooses the calibration contexts (given here: a mask's
+  // recorded one only says where evaluate reports).
+  if (takes(group_title(SettingGroup::tasks), "deploy_context") && given(vm, "deploy_context"))
+    apply_deploy_context(base, given(vm, "context"), namer());
   // The checks across settings; a command without the model group (no
   // model path to check) or without tasks checks only what it takes.
   RunSettings checked = base;

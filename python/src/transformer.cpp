@@ -34,6 +34,7 @@ namespace {
 RunSettings settings_from(const std::string& model_path, nb::dict& kw) {
   RunSettings s;
   s.model = model_path;
+  const bool context_given = kw.contains("context");
   for_each_setting([&](const auto& f) {
     using T = typename std::decay_t<decltype(f)>::value_type;
     if constexpr (!std::is_same_v<T, std::string>) {
@@ -48,6 +49,7 @@ RunSettings settings_from(const std::string& model_path, nb::dict& kw) {
     throw nb::type_error(("TransformerEvaluator() got an unexpected keyword argument " +
                           nb::cast<std::string>(nb::repr(nb::list(kw.keys())[0])))
                              .c_str());
+  apply_deploy_context(s, context_given);  // deploy_context without context: the recipe's lengths
   return s;
 }
 

@@ -51,6 +51,14 @@ def test_layout_and_settings(evaluator):
     assert evaluator.suite["tasks"] == "copy" and evaluator.suite["context"] == 300
 
 
+def test_deploy_context_calibrates_at_the_recipes_lengths(stories_model, emma_text):
+    tasks = {k: v for k, v in TASKS.items() if k != "context"}
+    ev = bosch.TransformerEvaluator(stories_model, text_files=[emma_text], threads=1, deploy_context=600, **tasks)
+    assert ev.suite["context"] == [256, 512]  # as `bosch select --deploy-context 600 --window 32`
+    with pytest.raises(ValueError, match="deploy_context.*not both"):
+        bosch.TransformerEvaluator(stories_model, text_files=[emma_text], deploy_context=600, **TASKS)
+
+
 def test_scores_equal_the_bosch_program_bitwise(evaluator, cli_select):
     _, log = cli_select
     for record in log[:4]:

@@ -256,6 +256,7 @@ nlohmann::json ModelRun::metadata(const Options& options, const Result& result) 
   nlohmann::json meta =
       mask_metadata(model(), options, result, impl_->settings.evaluator(), impl_->settings.suite());
   meta["precision"] = impl_->precision();
+  if (impl_->settings.deploy_context > 0) meta["deploy_context"] = impl_->settings.deploy_context;
   // What ran: the CUDA backend has no shared prefix and runs every row.
   meta["shared_prefix"] = impl_->settings.shared_prefix && impl_->settings.device == Device::cpu;
   return meta;

@@ -4,6 +4,7 @@
 #include <bosch/io/atomic_file.hpp>
 #include <bosch/io/options_json.hpp>
 #include <bosch/io/shortest_text.hpp>
+#include <bosch/run/deploy_recipe.hpp>
 #include <bosch/run/settings.hpp>
 #include <bosch/tasks/records.hpp>
 #include <bosch/tasks/text.hpp>
@@ -43,6 +44,9 @@ std::string check_contexts(const std::vector<int>& v) {
       return "context length " + std::to_string(v[i]) + " given twice";
   }
   return {};
+}
+std::string check_deploy_context(const int& v) {
+  return v == 0 || v >= 32 ? std::string() : "must be 0 (not said) or at least 32 tokens, got " + std::to_string(v);
 }
 std::string check_samples(const int& v) {
   if (v < 1) return "must be at least 1, got " + std::to_string(v);
@@ -116,6 +120,11 @@ void validate(const RunSettings& s, const SettingNamer& names) {
                                std::to_string(s.shortest_context()) +
                                " (else an SWA head sees the whole sample, like a full head)",
                            names("window"));
+  if (s.deploy_context > 0 && static_cast<long long>(s.window) + s.sinks >= s.deploy_context)
+    throw invalid_argument("a mask for " + std::to_string(s.deploy_context) + " tokens with window " +
+                               std::to_string(s.window) + " plus " + std::to_string(s.sinks) +
+                               " sinks has nothing to window (every SWA head sees the whole sample)",
+                           names("deploy_context"));
   // A named text file must exist and be text whether or not the tasks read
   // text: a typo is never silently ignored. Read and check it now (UTF-8, at
   // least one sentence), before any model loads: a binary file is refused
@@ -150,6 +159,19 @@ void validate(const RunSettings& s, const SettingNamer& names) {
   }
 }
 
+void apply_deploy_context(RunSettings& s, bool context_given, const SettingNamer& names) {
+  if (s.deploy_context <= 0) return;
+  if (context_given)
+    throw invalid_argument("chooses the calibration contexts for " + std::to_string(s.deploy_context) +
+                               " tokens itself: give " + names("context") + " or " + names("deploy_context") +
+                               ", not both",
+                           names("deploy_context"));
+  if (!detail::check_deploy_context(s.deploy_context).empty() || s.window < 1 || s.sinks < 0 ||
+      static_cast<long long>(s.window) + s.sinks >= s.deploy_context)
+    return;  // validate() names what is wrong
+  s.context = deploy_contexts(s.deploy_context, s.window, s.sinks);
+}
+
 void check_held_out(const RunSettings& s, const SettingNamer& names) {
   if (s.held_out_samples < 1)
     throw invalid_argument("must be at least 1 for a held-out report, got " + std::to_string(s.held_out_samples),
@@ -170,6 +192,9 @@ void check_context_for_model(long long tokens, const model::Config& config, bool
 }
 
 void validate_for_model(const RunSettings& s, const model::Config& config, const SettingNamer& names) {
+  // The deployment context first: the calibration contexts may be its recipe's.
+  if (s.deploy_context > 0)
+    check_context_for_model(s.deploy_context, config, s.allow_long_context, names("deploy_context"));
   for (int c : s.context) check_context_for_model(c, config, s.allow_long_context, names("context"));
 }
 

@@ -345,3 +345,49 @@ TEST_CASE("search options from the field table: defaults, booleans and enums") {
     CHECK(so.at(key) == defaults.at(key));
   }
 }
+
+TEST_CASE("select --deploy-context: calibrates at the recipe's lengths, records it; evaluate reports there") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  const auto args = without(small_select(m, t), "--context") +
+                    std::vector<std::string>{"--deploy-context", "600", "-o", dir / "mask.json"};
+  const Run r = run(args, dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  // 600 / 4 rounded down to 256 tokens is 0, raised to the floor of 512, halved: 256 and 512.
+  CHECK(r.err.find("calibration contexts 256,512: the recipe for a mask deployed at 600 tokens with window 32") !=
+        std::string::npos);
+  CHECK(r.err.find("bosch evaluate") != std::string::npos);
+  const auto meta = bosch::io::read_mask_json(dir / "mask.json").metadata;
+  CHECK(meta.at("context") == nlohmann::json::array({256, 512}));
+  CHECK(meta.at("deploy_context") == 600);
+
+  // evaluate --mask reports at the deployment context; --context still wins.
+  const std::vector<std::string> eval{"evaluate", m, "--mask", dir / "mask.json", "--text-files", t,
+                                      "--held-out-samples", "1", "--threads", "1", "--no-accuracy", "--json", "-q"};
+  const Run at = run(eval, dir);
+  INFO(at.err);
+  REQUIRE(at.status == 0);
+  CHECK(nlohmann::json::parse(at.out).at("suite").at("context") == 600);
+  const Run given = run(eval + std::vector<std::string>{"--context", "300", "--allow-long-context"}, dir);
+  INFO(given.err);
+  REQUIRE(given.status == 0);
+  CHECK(nlohmann::json::parse(given.out).at("suite").at("context") == 300);
+
+  // Both on one command line: the one error, before any work.
+  const Run both = run(small_select(m, t) + std::vector<std::string>{"--deploy-context", "600", "-o", dir / "other.json"}, dir);
+  INFO(both.err);
+  CHECK(both.status == 2);
+  CHECK(both.err.find("--deploy-context") != std::string::npos);
+  CHECK(both.err.find("not both") != std::string::npos);
+  CHECK(!fs::exists(dir / "other.json"));
+  // A deployment context the window covers.
+  const Run covered = run(without(without(args, "--deploy-context"), "-o") +
+                              std::vector<std::string>{"--deploy-context", "32", "-o", dir / "other.json"},
+                          dir);
+  INFO(covered.err);
+  CHECK(covered.status == 2);
+  CHECK(covered.err.find("--deploy-context") != std::string::npos);
+  CHECK(!fs::exists(dir / "other.json"));
+}

@@ -97,6 +97,11 @@ struct RunSettings {
   /// Allow a context beyond the model's trained context (length
   /// extrapolation), up to max_context.
   bool allow_long_context = false;
+  /// The context (tokens) the mask is for; 0 = not said. Given without
+  /// `context`, the calibration contexts are deploy_contexts() of it
+  /// (run/deploy_recipe.hpp; apply_deploy_context); the mask records it and
+  /// `bosch evaluate --mask` reports at it.
+  int deploy_context = 0;
   int samples = TaskSuiteOptions{}.calibration_samples;     ///< calibration samples per task
   int held_out_samples = TaskSuiteOptions{}.held_out_samples;  ///< held-out samples per task
   bool chat = TaskSuiteOptions{}.chat;                      ///< ChatML prompts (instruct models)
@@ -152,6 +157,7 @@ std::string check_model_path(const std::string& v);
 std::string check_non_negative(const int& v);
 std::string check_tasks(const std::vector<tasks::TaskSource>& v);
 std::string check_contexts(const std::vector<int>& v);
+std::string check_deploy_context(const int& v);
 std::string check_samples(const int& v);
 std::string check_held_out_samples(const int& v);
 std::string check_window(const int& v);
@@ -195,6 +201,11 @@ void for_each_setting(F&& f) {
   f(SettingField<bool>{"allow_long_context", &S::allow_long_context,
       "allow a context beyond the model's trained context (length extrapolation), up to 1048576",
       nullptr, R::run, {}, {}, in_tasks});
+  f(SettingField<int>{"deploy_context", &S::deploy_context,
+      "the context the mask is for (0 = not said): without --context, calibrate at the lengths "
+      "measured to hold there for this window (two lengths up to a quarter of it, "
+      "docs/results/long-smollm2); the mask records it and `bosch evaluate --mask` reports at it",
+      detail::check_deploy_context, R::report, {}, "TOKENS", in_tasks});
   f(SettingField<int>{"samples", &S::samples,
       "calibration samples per task (and context length): the search's objective",
       detail::check_samples, R::identity, "samples,n", {}, in_tasks});
@@ -247,6 +258,12 @@ std::string setting_name(std::string_view field);
 /// sample, like a full head). Text files must exist and be UTF-8 text
 /// (bosch::file_error / format_error naming names("text_files")).
 void validate(const RunSettings& s, const SettingNamer& names = setting_name);
+
+/// The deployment recipe: with s.deploy_context > 0 and no context given
+/// (`context_given` false), s.context becomes deploy_contexts(deploy_context,
+/// window, sinks); with both given, bosch::invalid_argument naming
+/// names("deploy_context") (each chooses the calibration lengths).
+void apply_deploy_context(RunSettings& s, bool context_given, const SettingNamer& names = setting_name);
 
 /// For a held-out report: bosch::invalid_argument naming
 /// names("held_out_samples") unless it is at least 1.
