@@ -130,6 +130,7 @@ int run_baseline(int argc, char** argv) {
                         {"bosch_version", version_string}};
     const nlohmann::json suite_json = to_json(suite);
     for (auto it = suite_json.begin(); it != suite_json.end(); ++it) meta[it.key()] = it.value();
+    if (settings.deploy_context > 0) meta["deploy_context"] = settings.deploy_context;  // evaluate reports there
     HeadMask mask;
     if (layer) {
       const auto count = layer_count == "exact" ? baselines::LayerCount::exact : baselines::LayerCount::whole_layers;

@@ -375,6 +375,17 @@ TEST_CASE("select --deploy-context: calibrates at the recipe's lengths, records 
   REQUIRE(given.status == 0);
   CHECK(nlohmann::json::parse(given.out).at("suite").at("context") == 300);
 
+  // A baseline for the same deployment: the same calibration lengths, and evaluate reports at L too.
+  const Run base = run({"baseline", "-m", m, "--method", "PROXY", "--ratio", "0.5", "--tasks", "copy", "--text-files", t,
+                        "--window", "32", "--deploy-context", "600", "--allow-long-context", "--threads", "1", "-q",
+                        "-o", dir / "proxy.json"},
+                       dir);
+  INFO(base.err);
+  REQUIRE(base.status == 0);
+  const auto base_meta = bosch::io::read_mask_json(dir / "proxy.json").metadata;
+  CHECK(base_meta.at("context") == nlohmann::json::array({256, 512}));
+  CHECK(base_meta.at("deploy_context") == 600);
+
   // Both on one command line: the one error, before any work.
   const Run both = run(small_select(m, t) + std::vector<std::string>{"--deploy-context", "600", "-o", dir / "other.json"}, dir);
   INFO(both.err);
