@@ -26,6 +26,7 @@
 #include <bosch/run/selection.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -44,6 +45,16 @@ std::string resume_command(int argc, char** argv) {
     if (a != "--resume" && a.rfind("--resume=", 0) != 0) args.push_back(a);
   args.emplace_back("--resume");
   return shell_join(args);
+}
+
+/// 1234567 -> "1.23M": a token count at a glance.
+std::string compact_count(double n) {
+  char s[32];
+  if (n >= 1e9) std::snprintf(s, sizeof s, "%.3gG", n / 1e9);
+  else if (n >= 1e6) std::snprintf(s, sizeof s, "%.3gM", n / 1e6);
+  else if (n >= 1e3) std::snprintf(s, sizeof s, "%.3gk", n / 1e3);
+  else std::snprintf(s, sizeof s, "%.0f", n);
+  return s;
 }
 
 }  // namespace
@@ -306,7 +317,11 @@ int run_select(int argc, char** argv) {
                 << result.evaluations << " evaluations"
                 << (result.eliminated ? " (+ " + std::to_string(result.eliminated) + " on part of the samples)" : std::string())
                 << (result.replayed ? " (" + std::to_string(result.replayed) + " replayed)" : std::string())
-                << ", " << selection.forwards << " sample forwards, " << result.seconds << " s\n";
+                << ", " << selection.forwards << " sample forwards"
+                << (std::isfinite(selection.forward_tokens)
+                        ? " (" + compact_count(selection.forward_tokens) + " tokens)"
+                        : std::string())
+                << ", " << result.seconds << " s\n";
       oo.info() << to_string(choice_margin(result));
       if (!rows.empty()) {
         std::ostream& rep = f.out == "-" ? std::cerr : std::cout;  // stdout may hold the mask

@@ -237,6 +237,14 @@ std::size_t MpiExecutor::layers_run(const ModelRun& run) {
   return run.stats().layer_applications();
 }
 
+std::size_t MpiExecutor::row_layers(const ModelRun& run) {
+#ifdef BOSCH_HAVE_MPI
+  MpiSession& s = mpi_session();
+  if (s.parallel()) return s.world().sum(run.stats().row_layers);
+#endif
+  return run.stats().row_layers;
+}
+
 eval::SharedScoring shared_scoring(TransformerEvaluator<cpu::Backend>& evaluator, std::ostream& info,
                                    std::shared_ptr<void>& holder) {
 #ifdef BOSCH_HAVE_MPI

@@ -152,6 +152,7 @@ class MpiExecutor final : public SearchExecutor {
   Result select(ModelRun& run, const Options& options, CallbackList& callbacks) override;
   bool root() const override { return mpi_session().root(); }
   std::size_t layers_run(const ModelRun& run) override;
+  std::size_t row_layers(const ModelRun& run) override;
 
  private:
   std::ostream* info_;

@@ -306,12 +306,15 @@ void bind_transformer(nb::module_& m) {
             d["layers_saved"] = st.layers_saved;
             d["prefix_layers"] = st.prefix_layers;
             d["forwards"] = static_cast<double>(st.layer_applications()) / s.layout().num_layers;
+            d["row_layers"] = st.row_layers;
+            d["forward_tokens"] = static_cast<double>(st.row_layers) / s.layout().num_layers;
             return d;
           },
           nb::sig("def stats(self, /) -> dict[str, int | float]"),
           "masks scored, layer applications run and skipped thanks to the residual cache, the\n"
           "shared-prefix passes in layer applications (prefix_layers: once per sample, on its first\n"
-          "use), and full-model sample forwards ((layers run + prefix layers) / layers)");
+          "use), full-model sample forwards ((layers run + prefix layers) / layers), and the same in\n"
+          "tokens (row_layers: token rows times layers run; forward_tokens: row_layers / layers)");
   m.attr("has_cuda") = has_cuda();
 }
 

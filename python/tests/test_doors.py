@@ -25,7 +25,7 @@ SETTINGS = dict(tasks="copy", context=300, samples=2, window=32, sinks=2, allow_
 SEARCH = dict(ratio=0.5, seed=11, probe_budget=4, chunk_budget=8)
 # What a run measures of its own work: wall time, and the forwards it computed
 # (which depend on the processes' residual caches, not on the result).
-MEASURED = {"seconds", "search_seconds", "forwards"}
+MEASURED = {"seconds", "search_seconds", "forwards", "forward_tokens"}
 
 
 def cli_args(model, text, out_dir):

@@ -130,6 +130,7 @@ Selection select_heads(ModelRun& run, const SelectionRequest& request, CallbackL
   all.add(votes);
 
   const std::size_t layers_before = exec.layers_run(run);
+  const std::size_t rows_before = exec.row_layers(run);
   try {
     out.result = exec.select(run, o, all);
   } catch (...) {
@@ -144,6 +145,12 @@ Selection select_heads(ModelRun& run, const SelectionRequest& request, CallbackL
   out.forwards = std::isfinite(out.result.forwards)
                      ? out.result.forwards
                      : static_cast<double>(exec.layers_run(run) - layers_before) / layout.num_layers;
+  // In tokens: the mean tokens per layer application of what this run ran
+  // (after a resume, of the part it ran) times all of its forwards.
+  const std::size_t layers_ran = exec.layers_run(run) - layers_before;
+  const std::size_t rows_ran = exec.row_layers(run) - rows_before;
+  if (layers_ran > 0)
+    out.forward_tokens = out.forwards * static_cast<double>(rows_ran) / static_cast<double>(layers_ran);
 
   // ---- what the mask file records ---------------------------------------------------------
   out.metadata = run.metadata(o, out.result);
@@ -156,6 +163,8 @@ Selection select_heads(ModelRun& run, const SelectionRequest& request, CallbackL
   warm.update(eval::warm_start_summary(out.result));
   out.metadata["warm_start"] = std::move(warm);
   out.metadata["forwards"] = out.forwards;
+  out.metadata["forward_tokens"] =
+      std::isfinite(out.forward_tokens) ? nlohmann::json(std::llround(out.forward_tokens)) : nlohmann::json();
   return out;
 }
 

@@ -47,6 +47,11 @@ TEST_CASE("select writes a mask with the exact ratio, its metadata, the log and 
   CHECK(meta.at("context") == 300);
   CHECK(meta.at("bosch_version") == bosch::version_string);
   CHECK(meta.at("stopped") == false);
+  // The cost in tokens: samples of at most 300 tokens, most of a sample's rows past its shared
+  // prefix of at most the 32-token window.
+  const double per_forward = meta.at("forward_tokens").get<double>() / meta.at("forwards").get<double>();
+  CHECK(per_forward >= 240);
+  CHECK(per_forward <= 300);
 
   // The log: one record per evaluation, in order, consistent with the metadata.
   const auto log = read_jsonl(dir / "log.jsonl");
@@ -362,6 +367,11 @@ TEST_CASE("select --deploy-context: calibrates at the recipe's lengths, records 
   const auto meta = bosch::io::read_mask_json(dir / "mask.json").metadata;
   CHECK(meta.at("context") == nlohmann::json::array({256, 512}));
   CHECK(meta.at("deploy_context") == 600);
+  // Samples of 256 and 512 tokens: the tokens per forward lie between (less the 32-token prefix).
+  const double per_forward = meta.at("forward_tokens").get<double>() / meta.at("forwards").get<double>();
+  CHECK(per_forward > 256 - 32);
+  CHECK(per_forward < 512);
+  CHECK(per_forward > 300);  // both lengths count, not only the shorter
 
   // evaluate --mask reports at the deployment context; --context still wins.
   const std::vector<std::string> eval{"evaluate", m, "--mask", dir / "mask.json", "--text-files", t,

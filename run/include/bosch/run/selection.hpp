@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@ class SearchExecutor {
   /// Layer applications the run's evaluator ran so far, summed over the
   /// processes (collective under MPI: every process calls it).
   virtual std::size_t layers_run(const ModelRun& run) { return run.stats().layer_applications(); }
+  /// TransformerEvaluatorStats::row_layers so far, summed likewise (collective).
+  virtual std::size_t row_layers(const ModelRun& run) { return run.stats().row_layers; }
 };
 
 /// The executor of one process.
@@ -95,8 +98,12 @@ struct Selection {
   /// resume, what the checkpoint recorded; a measurement of work, like
   /// search_seconds: the residual caches' hits, which depend on their bounds,
   /// on a resume and on how MPI spreads the samples, are not counted).
+  /// and "forward_tokens" (forwards times the mean tokens per layer
+  /// application this process group ran: the search's cost in tokens through
+  /// the whole model; null when this run ran nothing, e.g. a finished resume).
   nlohmann::json metadata;
   double forwards = 0.0;    ///< full-model sample forwards of the search (Result::forwards)
+  double forward_tokens = std::numeric_limits<double>::quiet_NaN();  ///< the same in tokens
 };
 
 /// The file beside a checkpoint that holds its run's identity.

@@ -90,6 +90,12 @@ struct TransformerEvaluatorStats {
   /// processes; the rounding never undercounts and is under one layer
   /// application per sample).
   std::size_t prefix_layers = 0;
+  /// Token rows times layers of layers_run and prefix_layers (a layer over a
+  /// sample's n - P rows past its shared prefix counts n - P, a prefix pass P
+  /// per layer): over layer_applications() the mean tokens per application,
+  /// which turns sample forwards into tokens (a 4096-token forward is not a
+  /// 512-token one).
+  std::size_t row_layers = 0;
 
   /// All the layer applications this evaluator paid for: layers_run +
   /// prefix_layers (cost() is this over the layer count). Every cost figure
@@ -348,6 +354,7 @@ class TransformerEvaluator {
     for (int& p : positions) p -= P;
     const auto logits = backend_->logits(x, positions);
     stats_.layers_run += static_cast<std::size_t>(num_layers - start);
+    stats_.row_layers += static_cast<std::size_t>(num_layers - start) * (tokens.size() - static_cast<std::size_t>(P));
     stats_.layers_saved += static_cast<std::size_t>(start);
     return tasks::answer_logprob(logits, backend_->config().vocab_size, answers_[s]);
   }
@@ -362,6 +369,7 @@ class TransformerEvaluator {
       p = backend_->shared_prefix(tokens.first(static_cast<std::size_t>(prefix_rows_[s])));
       const std::size_t rows = static_cast<std::size_t>(prefix_rows_[s]) * static_cast<std::size_t>(layout_.num_layers);
       stats_.prefix_layers += (rows + tokens.size() - 1) / tokens.size();
+      stats_.row_layers += rows;
     }
     return *p;
   }
