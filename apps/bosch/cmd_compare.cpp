@@ -190,6 +190,11 @@ int run_compare(int argc, char** argv) {
       if (std::find(held_out_contexts.begin(), held_out_contexts.end(), n) == held_out_contexts.end())
         held_out_contexts.push_back(n);
     }
+    // A comparison for a deployment context is also held out there (checked with the settings).
+    if (settings.deploy_context > 0 &&
+        std::find(settings.context.begin(), settings.context.end(), settings.deploy_context) == settings.context.end() &&
+        std::find(held_out_contexts.begin(), held_out_contexts.end(), settings.deploy_context) == held_out_contexts.end())
+      held_out_contexts.push_back(settings.deploy_context);
 
     // ---- the run ---------------------------------------------------------------------
     const auto t0 = std::chrono::steady_clock::now();

@@ -311,3 +311,19 @@ TEST_CASE("compare: the layer-granular BOSCH (BOSCH-layer) against head-level BO
   REQUIRE(head_only.status == 0);
   CHECK(slurp(dir / "cmp/table.md").find("### B-layer") == std::string::npos);
 }
+
+TEST_CASE("compare --deploy-context: calibrates at the recipe's lengths and is held out at the deployment context") {
+  const std::string m = model(), t = text();
+  if (m.empty() || t.empty()) return;
+  TempDir dir;
+  const Run r = run({"compare", m, "--tasks", "copy", "--text-files", t, "--deploy-context", "600",
+                     "--allow-long-context", "--window", "32", "--samples", "1", "--held-out-samples", "2", "--ratios",
+                     "0.5", "--methods", "RAND", "--no-accuracy", "--threads", "1", "-q", "-o", dir / "cmp"},
+                    dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto results = read_json(dir / "cmp/results.json");
+  REQUIRE(results.at("held_out_sets").size() == 2);
+  CHECK(results.at("held_out_sets")[0].at("key") == "context=256,512");
+  CHECK(results.at("held_out_sets")[1].at("key") == "context=600");
+}
