@@ -229,21 +229,22 @@ Result MpiExecutor::select(ModelRun& run, const Options& options, CallbackList& 
   return bosch::select(run, options, observers, voters, fail);
 }
 
-std::size_t MpiExecutor::layers_run(const ModelRun& run) {
+namespace {
+/// A count of this process's work summed over the processes (collective under MPI).
+std::size_t summed_over_ranks(std::size_t local) {
 #ifdef BOSCH_HAVE_MPI
   MpiSession& s = mpi_session();
-  if (s.parallel()) return s.world().sum(run.stats().layer_applications());
+  if (s.parallel()) return s.world().sum(local);
 #endif
-  return run.stats().layer_applications();
+  return local;
+}
+}  // namespace
+
+std::size_t MpiExecutor::layers_run(const ModelRun& run) {
+  return summed_over_ranks(run.stats().layer_applications());
 }
 
-std::size_t MpiExecutor::row_layers(const ModelRun& run) {
-#ifdef BOSCH_HAVE_MPI
-  MpiSession& s = mpi_session();
-  if (s.parallel()) return s.world().sum(run.stats().row_layers);
-#endif
-  return run.stats().row_layers;
-}
+std::size_t MpiExecutor::row_layers(const ModelRun& run) { return summed_over_ranks(run.stats().row_layers); }
 
 eval::SharedScoring shared_scoring(TransformerEvaluator<cpu::Backend>& evaluator, std::ostream& info,
                                    std::shared_ptr<void>& holder) {

@@ -142,13 +142,12 @@ Selection select_heads(ModelRun& run, const SelectionRequest& request, CallbackL
   // evaluator computed, summed over MPI processes, plus what a resumed
   // checkpoint recorded), the figure search_metadata writes; the layers the
   // run's evaluator ran when it does not count them.
-  out.forwards = std::isfinite(out.result.forwards)
-                     ? out.result.forwards
-                     : static_cast<double>(exec.layers_run(run) - layers_before) / layout.num_layers;
-  // In tokens: the mean tokens per layer application of what this run ran
-  // (after a resume, of the part it ran) times all of its forwards.
   const std::size_t layers_ran = exec.layers_run(run) - layers_before;
   const std::size_t rows_ran = exec.row_layers(run) - rows_before;
+  out.forwards = std::isfinite(out.result.forwards) ? out.result.forwards
+                                                    : static_cast<double>(layers_ran) / layout.num_layers;
+  // In tokens: the mean tokens per layer application of what this run ran
+  // (after a resume, of the part it ran) times all of its forwards.
   if (layers_ran > 0)
     out.forward_tokens = out.forwards * static_cast<double>(rows_ran) / static_cast<double>(layers_ran);
 
