@@ -12,15 +12,15 @@
 # Held out (fp32, task seed 11, no calibration seed): 16 samples per task at
 # 2048 and 4096 tokens, 8 per task at 8192; every evaluation checkpoints per
 # sample (bosch evaluate --checkpoint), so a killed run loses at most one
-# sample. Resumable: finished outputs are skipped. Lengths run in order, so
-# each finishes a whole table before the next starts.
+# sample. Resumable: finished outputs are skipped.
 #
-# Usage: run.sh BOSCH_BINARY MODEL [DIR]   (one thread; beside other work)
+# Usage: [THREADS=N] run.sh BOSCH_BINARY MODEL [DIR]   (one thread unless THREADS; beside other work)
 set -euo pipefail
 bin="$1"; model="$2"
 here="$(cd "$(dirname "$0")" && pwd)"; cfg="$here/../draws-0.75/main-job-8.cfg"  # the main job with 2 samples per task
 dir="${3:-$here}"; cd "$dir"
-common=(--window 256 --sinks 0 --task-seed 0 --threads 1)
+threads="${THREADS:-1}"
+common=(--window 256 --sinks 0 --task-seed 0 --threads "$threads")
 resume() { [ -e "$1.checkpoint" ] && echo --resume || true; }  # a killed search continues
 timed() {  # timed OUT CMD...: runs CMD unless OUT exists, logs the time
   local out="$1"; shift
@@ -40,19 +40,25 @@ for r in 0.5 0.75; do
       "${common[@]}" -o "$lower-$r.json" --quiet
   done
 done
+# Held-out reports in the order that decides most first: the 8x cells
+# (8192 tokens) of the BOSCH masks and the rho 0.75 rankings, then every mask
+# at 2048 and 4096, then the rest at 8192. The all-full reference rides
+# with bosch-mixed-0.5 (--references) at each length.
 masks=(bosch-mixed-0.5 bosch-single-0.5 bosch-mixed-0.75 bosch-single-0.75 proxy-0.5 proxy-0.75
        retrieval-0.5 retrieval-0.75 fisher-0.5 fisher-0.75)
-for ctx in 2048 4096 8192; do
+cells=(bosch-mixed-0.5@8192 bosch-mixed-0.75@8192 proxy-0.75@8192 retrieval-0.75@8192 bosch-single-0.5@8192
+       bosch-single-0.75@8192)
+for ctx in 2048 4096 8192; do for m in "${masks[@]}"; do cells+=("$m@$ctx"); done; done
+for cell in "${cells[@]}"; do
+  m="${cell%@*}"; ctx="${cell#*@}"
   n=16; [ "$ctx" = 8192 ] && n=8
-  for m in "${masks[@]}"; do
-    out="$m-held-out-$ctx.json"
-    [ -s "$out" ] && continue
-    refs=(); [ "$m" = bosch-mixed-0.5 ] && refs=(--references)
-    t0=$(date +%s.%N)
-    "$bin" evaluate "$model" --mask "$m.json" --context "$ctx" --held-out-samples "$n" --task-seed 11 --threads 1 \
-      "${refs[@]}" --checkpoint "$out.checkpoint" --json --quiet > "$out.tmp"
-    mv "$out.tmp" "$out"; rm -f "$out.checkpoint"
-    echo "\$ bosch evaluate MODEL --mask $m.json --context $ctx --held-out-samples $n --task-seed 11 --threads 1 ${refs[*]} --json  # $(echo "$(date +%s.%N) - $t0" | bc) s" >> commands.txt
-  done
+  out="$m-held-out-$ctx.json"
+  [ -s "$out" ] && continue
+  refs=(); [ "$m" = bosch-mixed-0.5 ] && refs=(--references)
+  t0=$(date +%s.%N)
+  "$bin" evaluate "$model" --mask "$m.json" --context "$ctx" --held-out-samples "$n" --task-seed 11 --threads "$threads" \
+    "${refs[@]}" --checkpoint "$out.checkpoint" --json --quiet > "$out.tmp"
+  mv "$out.tmp" "$out"; rm -f "$out.checkpoint"
+  echo "\$ bosch evaluate MODEL --mask $m.json --context $ctx --held-out-samples $n --task-seed 11 --threads $threads ${refs[*]} --json  # $(echo "$(date +%s.%N) - $t0" | bc) s" >> commands.txt
 done
 echo done > .finished
