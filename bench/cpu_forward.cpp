@@ -34,6 +34,7 @@
 #include <bosch/model/model.hpp>
 
 #include "cpu_time.hpp"
+#include "random_model.hpp"
 
 #include <benchmark/benchmark.h>
 #include <boost/random/mersenne_twister.hpp>
@@ -69,25 +70,6 @@ std::string g_model_note;
 std::map<std::string, double> g_best;  // benchmark name -> best seconds per iteration
 std::map<std::string, double> g_cpu;   // benchmark name -> CPU seconds of that iteration
 
-model::Config smollm2_config() {
-  model::Config c;
-  c.arch = model::Arch::llama;
-  c.name = "random weights, SmolLM2-135M shape";
-  c.vocab_size = 49152;
-  c.hidden_size = 576;
-  c.intermediate_size = 1536;
-  c.num_layers = 30;
-  c.num_heads = 9;
-  c.num_kv_heads = 3;
-  c.head_dim = 64;
-  c.max_position = 8192;
-  c.rms_eps = 1e-5;
-  c.rope_theta = 100000.0;
-  c.rope_style = model::RopeStyle::interleaved;
-  c.tie_embeddings = true;
-  return c;
-}
-
 std::vector<float> uniform(boost::random::mt19937_64& rng, std::size_t n, double a) {
   boost::random::uniform_real_distribution<double> u(-a, a);
   std::vector<float> v(n);
@@ -100,29 +82,6 @@ model::Matrix random_matrix(boost::random::mt19937_64& rng, int rows, int cols) 
   m.rows = rows;
   m.cols = cols;
   m.data = uniform(rng, static_cast<std::size_t>(rows) * cols, std::sqrt(3.0 / cols));
-  return m;
-}
-
-std::unique_ptr<model::Model> random_model() {
-  auto m = std::make_unique<model::Model>();
-  m->config = smollm2_config();
-  const auto& c = m->config;
-  boost::random::mt19937_64 rng(1);
-  m->weights.embedding = random_matrix(rng, c.vocab_size, c.hidden_size);
-  for (int l = 0; l < c.num_layers; ++l) {
-    model::LayerWeights L;
-    L.attn_norm.assign(c.hidden_size, 1.0f);
-    L.ffn_norm.assign(c.hidden_size, 1.0f);
-    L.wq = random_matrix(rng, c.num_heads * c.head_dim, c.hidden_size);
-    L.wk = random_matrix(rng, c.num_kv_heads * c.head_dim, c.hidden_size);
-    L.wv = random_matrix(rng, c.num_kv_heads * c.head_dim, c.hidden_size);
-    L.wo = random_matrix(rng, c.hidden_size, c.num_heads * c.head_dim);
-    L.w_gate = random_matrix(rng, c.intermediate_size, c.hidden_size);
-    L.w_up = random_matrix(rng, c.intermediate_size, c.hidden_size);
-    L.w_down = random_matrix(rng, c.hidden_size, c.intermediate_size);
-    m->weights.layers.push_back(std::move(L));
-  }
-  m->weights.final_norm.assign(c.hidden_size, 1.0f);
   return m;
 }
 
@@ -145,7 +104,7 @@ void load_model() {
   } else {
     g_model_note = "default model not found at " + p.string() + "; ";
   }
-  g_model = random_model();
+  g_model = std::make_unique<model::Model>(bench::random_model(bench::smollm2_config()));
   g_model_note += "using RANDOM weights of SmolLM2-135M's shape";
 }
 

@@ -1,6 +1,7 @@
 // Random weights of SmolLM2-135M's shape for the benchmarks that must run
 // where the real model cannot be fetched (a GPU machine without a network):
-// bench_cuda_forward and bench_kv_cache --random-weights.
+// bench_cuda_forward, bench_kv_cache --random-weights and bench_cpu_forward
+// when the default model is not cached.
 #pragma once
 
 #include <bosch/model/model.hpp>
