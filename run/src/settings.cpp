@@ -76,6 +76,7 @@ TaskSuiteOptions RunSettings::suite() const {
   s.held_out_samples = held_out_samples;
   s.chat = chat;
   s.seed = task_seed;
+  s.stratified_depths = stratified_depths;
   for (const auto& f : text_files) s.text_files.emplace_back(f);
   s.truncation = truncation;
   s.held_out_fraction = held_out_fraction;

@@ -11,6 +11,10 @@
 #include <bosch/tasks/records.hpp>
 #include <bosch/version.hpp>
 
+#include <boost/random/mersenne_twister.hpp>
+#include <boost/random/uniform_real_distribution.hpp>
+
+#include <algorithm>
 #include <cmath>
 
 namespace bosch {
@@ -70,12 +74,39 @@ void validate(const TaskSuiteOptions& o) {
     if (t.kind == tasks::TaskKind::file) tasks::read_records(t.file);
 }
 
+std::vector<std::vector<double>> stratified_depths(int kinds, int n, std::uint64_t seed) {
+  boost::random::mt19937_64 rng(seed ^ 0x5D2A7E1F0C3B9A64ULL);  // not the generator's own stream
+  boost::random::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<std::vector<double>> d(static_cast<std::size_t>(kinds), std::vector<double>(static_cast<std::size_t>(n)));
+  std::vector<int> order(static_cast<std::size_t>(kinds));
+  for (int i = 0; i < n; ++i) {
+    // Stratum i's K sub-strata dealt to the kinds in a random order (Fisher-Yates).
+    for (int k = 0; k < kinds; ++k) order[static_cast<std::size_t>(k)] = k;
+    for (int k = kinds - 1; k > 0; --k) {
+      const int j = static_cast<int>(u(rng) * (k + 1));
+      std::swap(order[static_cast<std::size_t>(k)], order[static_cast<std::size_t>(std::min(j, k))]);
+    }
+    for (int k = 0; k < kinds; ++k)
+      d[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)] =
+          (i + (order[static_cast<std::size_t>(k)] + u(rng)) / kinds) / n;
+  }
+  return d;
+}
+
 std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split split) {
   validate(o);
   std::vector<int> lengths{o.context_length};
   lengths.insert(lengths.end(), o.more_contexts.begin(), o.more_contexts.end());
   std::vector<tasks::TaskSpec> specs;
+  const int built_in_kinds = static_cast<int>(
+      std::count_if(o.kinds.begin(), o.kinds.end(), [](const tasks::TaskSource& t) { return t.file.empty(); }));
   for (std::size_t i = 0; i < lengths.size(); ++i) {
+    // Stratified calibration depths: one table per length over its built-in kinds.
+    const auto strata = o.stratified_depths && split == tasks::Split::calibration
+                            ? stratified_depths(built_in_kinds, o.calibration_samples,
+                                                i == 0 ? o.seed : o.seed ^ (0x9E3779B97F4A7C15ULL * i))
+                            : std::vector<std::vector<double>>{};
+    std::size_t built_in = 0;
     for (const auto& task : o.kinds) {
       tasks::TaskSpec spec;
       spec.kind = task.kind;
@@ -92,6 +123,8 @@ std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split
       auto pair = tasks::calibration_and_held_out(spec);
       tasks::TaskSpec s = split == tasks::Split::calibration ? pair.calibration : pair.held_out;
       s.num_samples = split == tasks::Split::calibration ? o.calibration_samples : o.held_out_samples;
+      if (split == tasks::Split::calibration && o.stratified_depths && s.records.empty())
+        s.depths = strata.at(built_in++);
       specs.push_back(std::move(s));
     }
   }
@@ -119,6 +152,7 @@ nlohmann::json to_json(const TaskSuiteOptions& o) {
                    {"held_out_samples", o.held_out_samples},
                    {"chat", o.chat},
                    {"task_seed", o.seed}};
+  if (o.stratified_depths) j["stratified_depths"] = true;  // absent: RULER's depths, as before
   nlohmann::json files = task_files_json(o);
   if (!files.empty()) {
     j["task_files"] = std::move(files);
@@ -204,6 +238,7 @@ void update_from_json(TaskSuiteOptions& o, const nlohmann::json& j, const std::s
   field("held_out_samples", o.held_out_samples);
   field("chat", o.chat);
   field("task_seed", o.seed);
+  field("stratified_depths", o.stratified_depths);
   if (j.contains("truncation") && j["truncation"].is_string()) {
     try {
       o.truncation = tasks::parse_truncation(j["truncation"].get<std::string>());

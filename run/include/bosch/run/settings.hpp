@@ -106,6 +106,8 @@ struct RunSettings {
   int held_out_samples = TaskSuiteOptions{}.held_out_samples;  ///< held-out samples per task
   bool chat = TaskSuiteOptions{}.chat;                      ///< ChatML prompts (instruct models)
   std::uint64_t task_seed = TaskSuiteOptions{}.seed;        ///< the task generator's seed
+  /// Calibration needles at stratified depths (TaskSuiteOptions::stratified_depths).
+  bool stratified_depths = TaskSuiteOptions{}.stratified_depths;
   /// Natural-text files for the haystacks; empty = $BOSCH_CACHE/text/*.txt.
   std::vector<std::string> text_files;
   /// File tasks (tasks/records.hpp): a record longer than the context is
@@ -216,6 +218,10 @@ void for_each_setting(F&& f) {
   f(SettingField<bool>{"chat", &S::chat, "wrap prompts in the ChatML template (instruct models)",
       nullptr, R::identity, {}, {}, in_tasks});
   f(SettingField<std::uint64_t>{"task_seed", &S::task_seed, "seed of the task generator",
+      nullptr, R::identity, {}, {}, in_tasks});
+  f(SettingField<bool>{"stratified_depths", &S::stratified_depths,
+      "calibration needles at stratified depths (sample i of n of a task in [i/n, (i+1)/n)) "
+      "instead of RULER's random ones, so few samples cover near and far needles (docs/tasks.md)",
       nullptr, R::identity, {}, {}, in_tasks});
   f(SettingField<std::vector<std::string>>{"text_files", &S::text_files,
       "natural-text files for haystacks (default: $BOSCH_CACHE/text/*.txt)",

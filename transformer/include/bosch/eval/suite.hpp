@@ -51,6 +51,12 @@ struct TaskSuiteOptions {
                                 ///< tables use at least 16
   bool chat = false;            ///< wrap prompts in the ChatML template (instruct models)
   std::uint64_t seed = 0;       ///< task seed (the same for both splits; they stay disjoint)
+  /// Calibration needle depths: false draws each from RULER's 40 depths (as
+  /// the held-out split always does); true stratifies them (stratified_depths():
+  /// sample i of n of every task in [i/n, (i+1)/n), the tasks spread within
+  /// it), so that a few samples still cover near and far needles
+  /// (docs/tasks.md). Not used by file tasks.
+  bool stratified_depths = false;
   /// Natural-text files for the haystacks; empty = tasks::default_text_files()
   /// ($BOSCH_CACHE/text/*.txt).
   std::vector<std::filesystem::path> text_files;
@@ -74,6 +80,13 @@ void validate(const TaskSuiteOptions& o);
 /// first). The task seed of the i-th further length is derived from `seed`
 /// and i, so that its samples are not the first length's needles again.
 std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split split);
+
+/// The stratified depths of n calibration samples of each of `kinds` tasks
+/// (TaskSuiteOptions::stratified_depths), [kind][sample]: sample i of every
+/// kind lies in [i/n, (i+1)/n), and within it the kinds take the K sub-strata
+/// of width 1/(n K) in a random order, so the suite's n K needles cover every
+/// sub-stratum once. Drawn from `seed`.
+std::vector<std::vector<double>> stratified_depths(int kinds, int n, std::uint64_t seed);
 
 /// Generates the calibration and held-out sets of `o` with `tokenizer`.
 struct TaskSuite {
