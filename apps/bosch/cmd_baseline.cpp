@@ -129,11 +129,10 @@ int run_baseline(int argc, char** argv) {
     if (!layer && settings.device == Device::cuda)
       throw usage_error("the head rankings read attention on the CPU backend (use --device cpu)");
     if (report) check_held_out(settings, RunOptions::namer());
-    std::vector<OutputPath> outputs{{"--scores", scores_path}};
-    for (std::size_t i = 0; i < ratios.size(); ++i) {
-      outputs.push_back({"--out", outs[i]});
-      outputs.push_back({"--svg", svgs[i]});
-    }
+    std::vector<OutputPath> outputs;
+    for (const auto& o : outs) outputs.push_back({"--out", o});
+    outputs.push_back({"--scores", scores_path});
+    for (const auto& v : svgs) outputs.push_back({"--svg", v});
     check_outputs(outputs, run_inputs(cl.config_file(), settings));
     const model::Config config = read_model_config(settings.model);
     for (double rho : ratios) (void)checked_target_count(config.layout(), rho, multi ? "--ratios" : "--ratio");
