@@ -59,6 +59,14 @@ def test_deploy_context_calibrates_at_the_recipes_lengths(stories_model, emma_te
         bosch.TransformerEvaluator(stories_model, text_files=[emma_text], deploy_context=600, **TASKS)
 
 
+def test_stratified_depths_keyword(stories_model, emma_text, evaluator):
+    ev = bosch.TransformerEvaluator(stories_model, text_files=[emma_text], threads=1, stratified_depths=True, **TASKS)
+    assert ev.suite["stratified_depths"] is True
+    assert "stratified_depths" not in evaluator.suite  # off by default, and then not recorded
+    full = np.zeros((5, 4), dtype=bool)
+    assert ev.evaluate(full) != evaluator.evaluate(full)  # other needle depths, other samples
+
+
 def test_scores_equal_the_bosch_program_bitwise(evaluator, cli_select):
     _, log = cli_select
     for record in log[:4]:
