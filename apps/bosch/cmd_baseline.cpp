@@ -102,16 +102,8 @@ int run_baseline(int argc, char** argv) {
       }
     }
     const bool multi = given(vm, "ratios");
-    std::vector<double> ratios{ratio};
-    if (multi) {
-      if (given(vm, "ratio")) throw usage_error("--ratio and --ratios exclude each other");
-      ratios = SearchOptions::parse_ratios(ratios_text, "--ratios");
-      std::sort(ratios.begin(), ratios.end());
-      ratios.erase(std::unique(ratios.begin(), ratios.end()), ratios.end());
-      if (out == "-") throw usage_error("--ratios writes one mask file per ratio: give --out FILE, not '-'");
-    } else {
-      SearchOptions::check_ratio(ratio, "--ratio");
-    }
+    const std::vector<double> ratios = requested_ratios(vm, ratio, ratios_text, out);
+    if (!multi) SearchOptions::check_ratio(ratio, "--ratio");
     // The files of each ratio: OUT and SVG as given, or with -RATIO (with_ratio).
     std::vector<std::string> outs, svgs;
     for (double rho : ratios) {

@@ -137,14 +137,7 @@ int run_select(int argc, char** argv) {
     test_hooks::check();
     if (resume && fresh) throw usage_error("--resume and --fresh exclude each other");
     const bool multi = given(vm, "ratios");
-    std::vector<double> ratios{options.target_ratio};
-    if (multi) {
-      if (given(vm, "ratio")) throw usage_error("--ratio and --ratios exclude each other");
-      ratios = SearchOptions::parse_ratios(ratios_text, "--ratios");
-      std::sort(ratios.begin(), ratios.end());
-      ratios.erase(std::unique(ratios.begin(), ratios.end()), ratios.end());
-      if (out == "-") throw usage_error("--ratios writes one mask file per ratio: give --out FILE, not '-'");
-    }
+    std::vector<double> ratios = requested_ratios(vm, options.target_ratio, ratios_text, out);
     const eval::RatioOrder order = wo.resolved_order();
     if (order == eval::RatioOrder::descending) std::reverse(ratios.begin(), ratios.end());
     const std::vector<eval::Method> candidates = wo.resolved_candidates();

@@ -3,7 +3,9 @@
 
 #include "ratio_runs.hpp"
 
+#include "errors.hpp"
 #include "files.hpp"
+#include "search_options.hpp"
 
 #include <bosch/run/selection.hpp>
 
@@ -20,6 +22,17 @@ std::string ratio_text(double rho) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", rho);
   return buf;
+}
+
+std::vector<double> requested_ratios(const po::variables_map& vm, double ratio, const std::string& ratios_text,
+                                     const std::string& out) {
+  if (!given(vm, "ratios")) return {ratio};
+  if (given(vm, "ratio")) throw usage_error("--ratio and --ratios exclude each other");
+  std::vector<double> ratios = SearchOptions::parse_ratios(ratios_text, "--ratios");
+  std::sort(ratios.begin(), ratios.end());
+  ratios.erase(std::unique(ratios.begin(), ratios.end()), ratios.end());
+  if (out == "-") throw usage_error("--ratios writes one mask file per ratio: give --out FILE, not '-'");
+  return ratios;
 }
 
 std::string with_ratio(const std::string& path, double rho) {

@@ -6,6 +6,7 @@
 /// checkpoint per ratio (named with -RATIO before the extension), and the
 /// summary printed after the last ratio.
 
+#include "command_line.hpp"
 #include "files.hpp"
 
 #include <bosch/io/file_lock.hpp>
@@ -18,6 +19,13 @@
 #include <vector>
 
 namespace bosch::cli {
+
+/// The ratios of a command taking --ratio R or --ratios LIST (select,
+/// baseline): {ratio} without --ratios; else the list parsed, ascending,
+/// without duplicates. usage_error when both are given or when --ratios
+/// would write its several masks to stdout (OUT "-").
+std::vector<double> requested_ratios(const po::variables_map& vm, double ratio, const std::string& ratios_text,
+                                     const std::string& out);
 
 /// "0.25": a ratio as it appears in file names and messages.
 std::string ratio_text(double rho);
