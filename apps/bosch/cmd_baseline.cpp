@@ -24,7 +24,6 @@
 #include <bosch/tasks/generate.hpp>
 #include <bosch/version.hpp>
 
-#include <algorithm>
 #include <cctype>
 #include <iostream>
 #include <optional>

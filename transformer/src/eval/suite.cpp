@@ -101,10 +101,12 @@ std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split
   const int built_in_kinds = static_cast<int>(
       std::count_if(o.kinds.begin(), o.kinds.end(), [](const tasks::TaskSource& t) { return t.file.empty(); }));
   for (std::size_t i = 0; i < lengths.size(); ++i) {
+    // The first length keeps the task seed (its samples are those of a
+    // single-length suite); each further one gets a stream of its own.
+    const std::uint64_t seed = i == 0 ? o.seed : o.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(i));
     // Stratified calibration depths: one table per length over its built-in kinds.
     const auto strata = o.stratified_depths && split == tasks::Split::calibration
-                            ? stratified_depths(built_in_kinds, o.calibration_samples,
-                                                i == 0 ? o.seed : o.seed ^ (0x9E3779B97F4A7C15ULL * i))
+                            ? stratified_depths(built_in_kinds, o.calibration_samples, seed)
                             : std::vector<std::vector<double>>{};
     std::size_t built_in = 0;
     for (const auto& task : o.kinds) {
@@ -115,9 +117,7 @@ std::vector<tasks::TaskSpec> suite_specs(const TaskSuiteOptions& o, tasks::Split
       spec.held_out_fraction = o.held_out_fraction;
       spec.split_seed = o.split_seed;
       spec.context_length = lengths[i];
-      // The first length keeps the task seed (its samples are those of a
-      // single-length suite); each further one gets a stream of its own.
-      spec.seed = i == 0 ? o.seed : o.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(i));
+      spec.seed = seed;
       spec.text_files = o.text_files;
       if (o.chat) spec.format = tasks::chatml();
       auto pair = tasks::calibration_and_held_out(spec);
