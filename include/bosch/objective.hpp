@@ -144,8 +144,16 @@ class Objective {
   /// never chosen, and is completed from the samples it has when asked for
   /// in full later. Masks already known answer from the memo (their estimate
   /// or their full score). Does nothing before enable_racing() took effect,
-  /// or without the all-full mask's per-sample scores.
-  void set_screening(std::size_t n) noexcept { screen_ = n; }
+  /// or without the all-full mask's per-sample scores. With
+  /// `against_reference`, a mask is paired against the `reference` it was
+  /// asked with instead, when that mask was scored on every sample (the
+  /// refinement's flip sweep: S(reference) + the mean of the differences,
+  /// so the flips' estimates sit on the scale of their reference's exact
+  /// score).
+  void set_screening(std::size_t n, bool against_reference = false) noexcept {
+    screen_ = n;
+    screen_reference_ = against_reference;
+  }
 
   /// Registers a previously logged evaluation (resume). When the search later
   /// asks for `r.mask` (a race for an eliminated record, any request for a
@@ -579,9 +587,16 @@ class Objective {
   double screen(const HeadMask& mask, const HeadMask* reference) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = cost();
-    const HeadMask full(layout_);
-    const double full_score = cache_.at(full).score;
-    const std::vector<double>& full_samples = samples_memo_.at(full);
+    HeadMask base(layout_);  // all-full, or the reference (set_screening)
+    if (screen_reference_ && reference != nullptr) {
+      const auto c = cache_.find(*reference);
+      const auto v = samples_memo_.find(*reference);
+      if (c != cache_.end() && !c->second.eliminated && v != samples_memo_.end() &&
+          v->second.size() == rule_.samples())
+        base = *reference;
+    }
+    const double full_score = cache_.at(base).score;
+    const std::vector<double>& full_samples = samples_memo_.at(base);
     const EvaluationHint hint = make_hint(std::span<const HeadMask>(&mask, 1), reference);
     std::vector<double> v = score_positions(mask, hint, 0, screen_);
     std::vector<double> d(v.size());
@@ -665,6 +680,7 @@ class Objective {
   // Racing (enable_racing): per-sample scores in race order, by mask.
   bool per_sample_ = false, racing_ = false, race_enabled_ = false;
   std::size_t screen_ = 0;  // set_screening
+  bool screen_reference_ = false;  // set_screening: pair against the reference
   search::RaceRule rule_;
   std::vector<std::size_t> order_;
   std::size_t block_ = 1;

@@ -342,6 +342,13 @@ struct Options {
   /// 8 calibration samples do not value the layer as held-out samples do
   /// (docs/results/restore-0.75). 0 = off (default).
   std::size_t restore_layers = 0;
+  /// The refinement's flip sweep [I] (docs/algorithm.md §Refinement): before
+  /// its local search, score every single-head flip of its start mask (one
+  /// off-count mask per head, each re-running only its layer and those above,
+  /// screened on probe_samples paired against the start), so that the
+  /// surrogate that ranks the refinement's swaps knows every head's effect
+  /// where the refinement begins instead of guessing it from masks far away.
+  bool refine_flips = false;
 
   // --- layer variant -------------------------------------------------------------------
   /// Evaluations of the whole-layer search; 0 (default) = the number the full
@@ -499,6 +506,9 @@ void for_each_option(F&& f) {
   f(OptionField<std::size_t>{"restore_layers", &O::restore_layers,
       "before the refinement, score every layer restored whole and try the N with the largest gains, "
       "paid for by the cheapest SWA heads elsewhere (0 = off)"});
+  f(OptionField<bool>{"refine_flips", &O::refine_flips,
+      "before the refinement, score every single-head flip of its start (screened on probe_samples, "
+      "paired against it), so the surrogate ranks the refinement's swaps from each head's measured effect"});
   f(OptionField<std::size_t>{"layer_budget", &O::layer_budget,
       "layer variant: evaluations of the whole-layer search (0 = like-for-like)"});
   f(OptionField<InnerSolver>{"inner_solver", &O::inner_solver,

@@ -454,6 +454,68 @@ struct HiddenCriticalLayer {
   }
 };
 
+/// Heads whose cost shows only once most of the model is windowed: SWA head
+/// i costs a_i + b_i f^4 u_s on sample s, f the SWA fraction of the whole
+/// mask and u_s in [0.5, 1.5]. Most heads have a small late term; `late` of
+/// them (scattered over the layers) a large one. Stage 1 probes each layer
+/// at the f of its cascade and Stage 2 plans the per-layer counts from those
+/// drops, so at a high ratio the plan's counts are wrong in many layers, and
+/// the optimum (the t heads of lowest a_i + b_i f^4 mean(u), f = t / n) lies
+/// many cross-layer swaps away, each of them an improvement by itself.
+struct LateCostHeads {
+  HeadLayout lay;
+  std::vector<double> early, late_cost, need;
+  std::size_t scored = 0;
+  LateCostHeads(HeadLayout l, std::uint64_t problem, std::size_t samples, double late = 0.2)
+      : lay(l), early(l.size()), late_cost(l.size()) {
+    boost::random::mt19937_64 g(problem);
+    boost::random::uniform_real_distribution<double> a(0.01, 0.05), small(0.0, 0.02), large(0.2, 0.5),
+        u(0.5, 1.5), pick(0.0, 1.0);
+    for (std::size_t i = 0; i < early.size(); ++i) {
+      early[i] = a(g);
+      late_cost[i] = pick(g) < late ? large(g) : small(g);
+    }
+    for (std::size_t s = 0; s < samples; ++s) need.push_back(u(g));
+  }
+  HeadLayout layout() const { return lay; }
+  std::size_t sample_count() const { return need.size(); }
+  std::vector<std::size_t> race_order() const {
+    std::vector<std::size_t> o(need.size());
+    for (std::size_t i = 0; i < o.size(); ++i) o[i] = i;
+    return o;
+  }
+  double fraction(const HeadMask& m) const {
+    return static_cast<double>(m.count()) / static_cast<double>(lay.size());
+  }
+  double sample_score(const HeadMask& m, std::size_t s) const {
+    const double f4 = std::pow(fraction(m), 4);
+    double v = 0;
+    for (std::size_t i = 0; i < m.size(); ++i)
+      if (m[i]) v -= early[i] + late_cost[i] * f4 * need[s];
+    return v;
+  }
+  std::vector<double> score_samples(const HeadMask& m, const EvaluationHint&,
+                                    std::span<const std::size_t> idx) {
+    std::vector<double> out;
+    for (auto s : idx) out.push_back(sample_score(m, s));
+    scored += idx.size();
+    return out;
+  }
+  static double reduce(std::span<const double> v) { return mean_of(v); }
+  double evaluate(const HeadMask& m) { return reduce(score_samples(m, {}, race_order())); }
+  /// The optimum with t SWA heads: the t heads of lowest cost at f = t / n.
+  double optimum(std::size_t t) const {
+    const double f4 = std::pow(static_cast<double>(t) / static_cast<double>(lay.size()), 4);
+    const double u = mean_of(need);
+    std::vector<double> c(early.size());
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = early[i] + late_cost[i] * f4 * u;
+    std::sort(c.begin(), c.end());
+    double s = 0;
+    for (std::size_t i = 0; i < t; ++i) s -= c[i];
+    return s;
+  }
+};
+
 template <class Inner>
 struct NoisySamples {
   Inner inner;

@@ -187,9 +187,11 @@ class search_run {
     return search::planned_group_evaluations(layout_, counts, {all}, options_);
   }
 
-  /// Evaluations the layer restoration plans: one per layer and its tries.
+  /// Evaluations the layer restoration (one per layer and its tries) and the
+  /// flip sweep (one per head) plan.
   std::size_t restore_plan() const {
-    return options_.restore_layers > 0 ? static_cast<std::size_t>(layout_.num_layers) + options_.restore_layers : 0;
+    return (options_.restore_layers > 0 ? static_cast<std::size_t>(layout_.num_layers) + options_.restore_layers : 0) +
+           (options_.refine_flips && options_.refine_budget > 0 ? layout_.size() : 0);
   }
 
   std::size_t layer_budget() const {
@@ -409,13 +411,76 @@ class search_run {
     const std::optional<double> cs = obj_.cached(candidate);
     std::vector<std::vector<std::size_t>> heads(layout_.size());
     for (std::size_t i = 0; i < heads.size(); ++i) heads[i] = {i};
-    const auto r = solve_one_group(
-        (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate,
-        std::move(heads), static_cast<int>(target_), options_.refine_budget - proposals, search::stream_refine,
-        false, nullptr);
+    const HeadMask start = (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate;
+    std::vector<double> flips;
+    if (!sweep_flips(start, flips) || !flip_steps(start, flips)) return false;
+    const auto r = solve_one_group(obj_.best_mask() ? *obj_.best_mask() : start, std::move(heads), static_cast<int>(target_),
+                                   options_.refine_budget - proposals, search::stream_refine, false, nullptr);
     if (!r) return false;
     candidate = *r;
     return propose_model_optimum(candidate, proposals);
+  }
+
+  /// The flip sweep (Options::refine_flips, docs/algorithm.md
+  /// §Refinement): every single-head flip of `start`, lowest layer first,
+  /// hinted (only the flipped layer and those above re-run) and screened on
+  /// probe_samples paired against `start` (on every sample when
+  /// probe_samples is 0 or racing is off), logged in the refinement's stage.
+  /// They are the masks nearest the refinement's start, so its surrogate fits
+  /// them first. False when the search stopped or ran out of budget.
+  bool sweep_flips(const HeadMask& start, std::vector<double>& scores_out) {
+    if (!options_.refine_flips || options_.refine_budget == 0) return true;
+    std::vector<HeadMask> flips;
+    flips.reserve(layout_.size());
+    for (std::size_t i = 0; i < layout_.size(); ++i) {
+      HeadMask m = start;
+      m.set_flat(i, !start[i]);
+      flips.push_back(std::move(m));
+    }
+    obj_.set_screening(options_.probe_samples, true);
+    const auto scores = obj_.evaluate_many(flips, &start);
+    obj_.set_screening(0);
+    for (const auto& s : scores) {
+      if (!s) return false;
+      scores_out.push_back(*s);
+    }
+    return !obj_.stopped();
+  }
+
+  /// The steps the flip sweep predicts (Options::refine_flips): from the
+  /// flips' measured effects on `start` (g_i = S(start with head i flipped)
+  /// - S(start), `flips` in head order), the pairs (the SWA head whose restoration gains most, the
+  /// full head whose windowing costs least), (second, second), ... whose
+  /// predicted gain g_restore + g_window is positive; the first k of them
+  /// applied at once, for k = m, m/2, m/4, ..., 1 (m such pairs): a line
+  /// search along the first-order step, since the effects add up only near
+  /// `start`. Each raced against the best mask. False when the search
+  /// stopped or ran out of budget.
+  bool flip_steps(const HeadMask& start, const std::vector<double>& flips) {
+    const std::optional<double> s0 = obj_.cached(start);
+    if (flips.size() != layout_.size() || !s0) return !obj_.stopped();
+    std::vector<std::pair<double, std::size_t>> restore, window;  // (-gain, head)
+    for (std::size_t i = 0; i < layout_.size(); ++i)
+      (start[i] ? restore : window).emplace_back(-(flips[i] - *s0), i);
+    std::stable_sort(restore.begin(), restore.end());
+    std::stable_sort(window.begin(), window.end());
+    std::size_t m = 0;
+    while (m < restore.size() && m < window.size() && -(restore[m].first + window[m].first) > 0) ++m;
+    for (std::size_t k = m; k >= 1; k /= 2) {
+      HeadMask step = start;
+      for (std::size_t j = 0; j < k; ++j) {
+        step.set_flat(restore[j].second, false);
+        step.set_flat(window[j].second, true);
+      }
+      if (obj_.known(step)) continue;
+      const HeadMask* best = obj_.best_mask();
+      if (best == nullptr) break;
+      if (obj_.allow(1) == 0) return false;
+      const HeadMask focus = *best;
+      const auto out = obj_.compete(std::span<const HeadMask>(&step, 1), focus, obj_.best_score());
+      if (!out[0].eliminated && !out[0].score) return false;
+    }
+    return !obj_.stopped();
   }
 
   /// Up to `n` evaluations of the surrogate's own optimum under the exact
