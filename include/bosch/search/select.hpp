@@ -472,15 +472,33 @@ class search_run {
         step.set_flat(restore[j].second, false);
         step.set_flat(window[j].second, true);
       }
-      if (obj_.known(step)) continue;
+      if (!try_step(step)) return false;
+    }
+    // Then the pairs one at a time on the best mask, in order, each kept
+    // only when it wins: the effects do not add up far from `start`, so
+    // every step is checked.
+    for (std::size_t j = 0; j < m && !obj_.stopped(); ++j) {
       const HeadMask* best = obj_.best_mask();
       if (best == nullptr) break;
-      if (obj_.allow(1) == 0) return false;
-      const HeadMask focus = *best;
-      const auto out = obj_.compete(std::span<const HeadMask>(&step, 1), focus, obj_.best_score());
-      if (!out[0].eliminated && !out[0].score) return false;
+      if (!(*best)[restore[j].second] || (*best)[window[j].second]) continue;
+      HeadMask step = *best;
+      step.set_flat(restore[j].second, false);
+      step.set_flat(window[j].second, true);
+      if (!try_step(step)) return false;
     }
     return !obj_.stopped();
+  }
+
+  /// One step of flip_steps: `step` raced against the best mask unless
+  /// already known. False when the search stopped or ran out of budget.
+  bool try_step(const HeadMask& step) {
+    if (obj_.known(step)) return true;
+    const HeadMask* best = obj_.best_mask();
+    if (best == nullptr) return true;
+    if (obj_.allow(1) == 0) return false;
+    const HeadMask focus = *best;
+    const auto out = obj_.compete(std::span<const HeadMask>(&step, 1), focus, obj_.best_score());
+    return out[0].eliminated || out[0].score.has_value();
   }
 
   /// Up to `n` evaluations of the surrogate's own optimum under the exact
