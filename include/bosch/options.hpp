@@ -342,7 +342,7 @@ struct Options {
   /// 8 calibration samples do not value the layer as held-out samples do
   /// (docs/results/restore-0.75). 0 = off (default).
   std::size_t restore_layers = 0;
-  /// The refinement's flip sweep [I] (docs/algorithm.md §Refinement): before
+  /// The refinement's flip sweep [I] (docs/algorithm.md §Flip sweep): before
   /// its local search, score every single-head flip of its start mask (one
   /// off-count mask per head, each re-running only its layer and those above,
   /// screened on probe_samples paired against the start), so that the

@@ -1,5 +1,5 @@
 // The refinement's flip sweep (Options::refine_flips, docs/algorithm.md
-// §Refinement) on planted problems where Stage 1, which measures heads near
+// §Flip sweep) on planted problems where Stage 1, which measures heads near
 // all-full, misjudges them at a high ratio:
 // - LateCostHeads: heads whose cost grows with the share of windowed heads,
 //   scattered over the layers, so Stage 2's counts are wrong in many layers

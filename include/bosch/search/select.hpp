@@ -412,9 +412,13 @@ class search_run {
     std::vector<std::vector<std::size_t>> heads(layout_.size());
     for (std::size_t i = 0; i < heads.size(); ++i) heads[i] = {i};
     const HeadMask start = (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate;
-    std::vector<double> flips;
-    if (!sweep_flips(start, flips) || !flip_steps(start, flips)) return false;
-    const auto r = solve_one_group(obj_.best_mask() ? *obj_.best_mask() : start, std::move(heads), static_cast<int>(target_),
+    HeadMask from = start;
+    if (options_.refine_flips) {
+      std::vector<double> flips;
+      if (!sweep_flips(start, flips) || !flip_steps(start, flips)) return false;
+      if (obj_.best_mask()) from = *obj_.best_mask();
+    }
+    const auto r = solve_one_group(std::move(from), std::move(heads), static_cast<int>(target_),
                                    options_.refine_budget - proposals, search::stream_refine, false, nullptr);
     if (!r) return false;
     candidate = *r;
@@ -422,7 +426,7 @@ class search_run {
   }
 
   /// The flip sweep (Options::refine_flips, docs/algorithm.md
-  /// §Refinement): every single-head flip of `start`, lowest layer first,
+  /// §Flip sweep): every single-head flip of `start`, lowest layer first,
   /// hinted (only the flipped layer and those above re-run) and screened on
   /// probe_samples paired against `start` (on every sample when
   /// probe_samples is 0 or racing is off), logged in the refinement's stage.
