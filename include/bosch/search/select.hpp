@@ -451,15 +451,16 @@ class search_run {
     return !obj_.stopped();
   }
 
-  /// The steps the flip sweep predicts (Options::refine_flips): from the
+  /// The steps the flip sweep predicts (Options::refine_flips). From the
   /// flips' measured effects on `start` (g_i = S(start with head i flipped)
-  /// - S(start), `flips` in head order), the pairs (the SWA head whose restoration gains most, the
-  /// full head whose windowing costs least), (second, second), ... whose
-  /// predicted gain g_restore + g_window is positive; the first k of them
-  /// applied at once, for k = m, m/2, m/4, ..., 1 (m such pairs): a line
-  /// search along the first-order step, since the effects add up only near
-  /// `start`. Each raced against the best mask. False when the search
-  /// stopped or ran out of budget.
+  /// - S(start); `flips` in head order), the pairs (the SWA head whose
+  /// restoration gains most, the full head whose windowing costs least),
+  /// (second, second), ... whose predicted gain g_restore + g_window is
+  /// positive: the first k of them applied at once, for k = m, m/2, ..., 1
+  /// (m such pairs), a line search along the first-order step, since the
+  /// effects add up only near `start`; then each pair alone on the best
+  /// mask so far, in order. Every candidate is raced against the best mask.
+  /// False when the search stopped or ran out of budget.
   bool flip_steps(const HeadMask& start, const std::vector<double>& flips) {
     const std::optional<double> s0 = obj_.cached(start);
     if (flips.size() != layout_.size() || !s0) return !obj_.stopped();
