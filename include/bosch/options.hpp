@@ -350,9 +350,9 @@ struct Options {
   /// where the refinement begins instead of guessing it from masks far away;
   /// then the swaps those effects predict are tried. On planted problems
   /// whose heads cost most at high ratios it ends at the optimum on every
-  /// seed; on SmolLM2 at rho 0.75 (16 samples) it lifted one bad draw to
-  /// the good ones held out and the worst draw at the calibration length
-  /// only, for 1.33-1.53x the sample forwards (docs/results/flips-0.75).
+  /// seed; on SmolLM2 at rho 0.75 (16 samples) it lifted two of three
+  /// draws held out and the worst draw at the calibration length only, for
+  /// 1.32-1.53x the sample forwards (docs/results/flips-0.75).
   /// Default off while the four draws and a cheaper sweep are measured.
   bool refine_flips = false;
 
