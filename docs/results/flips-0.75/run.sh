@@ -18,11 +18,4 @@ for s in 3 0 1 2; do
     echo "\$ bosch select --config scripts/main-job.cfg -m MODEL --ratio 0.75 --samples "${SAMPLES:-4}" --task-seed $s --threads 1 --report=false --refine-flips $* --log $tag-task$s.jsonl -o $out --quiet  # $(echo "$(date +%s.%N) - $start" | bc) s beside other work" >> commands.txt
   fi
 done
-for s in 3 0 1 2; do
-  for len in 1024 512; do
-    out="$tag-task$s-held-out-$len.json"
-    [ -f "$out" ] && continue
-    "$bin" evaluate "$model" --mask "$tag-task$s.json" --context $len --held-out-samples 16 --task-seed 11 --threads 1 --json --quiet > "$out.tmp" && mv "$out.tmp" "$out"
-    echo "\$ bosch evaluate MODEL --mask $tag-task$s.json --context $len --held-out-samples 16 --task-seed 11 --threads 1 --json --quiet > $out" >> commands.txt
-  done
-done
+./held-out.sh "$bin" "$model" "$tag-task3" "$tag-task0" "$tag-task1" "$tag-task2"
