@@ -46,12 +46,12 @@ done
 [ -s bosch-0.5.json ] || timed bosch-0.5.json "$bin" select --config "$scripts/main-job-fast.cfg" -m "$model" \
   --ratio 0.5 --deploy-context 32768 "${base[@]}" --report=false --log bosch-0.5.jsonl -o bosch-0.5.json --quiet \
   $(resume bosch-0.5.json)
-[ -s all-full.json ] || python3 -c "
+[ -s all-full.json ] || { python3 -c "
 import json
 m = json.load(open('bosch-0.5.json'))
 m['swa'] = [[] for _ in m['swa']]  # no SWA head; the tasks and windows of the recipe's metadata
 m['metadata'] = {k: v for k, v in m['metadata'].items() if k not in ('ratio', 'score', 'held_out')}
-json.dump(m, open('all-full.json.tmp', 'w'), indent=1)" && mv all-full.json.tmp all-full.json
+json.dump(m, open('all-full.json.tmp', 'w'), indent=1)" && mv all-full.json.tmp all-full.json; }
 for m in RETRIEVAL PROXY FISHER; do
   lower=$(echo "$m" | tr A-Z a-z)
   timed "$lower-0.75.json" "$bin" baseline -m "$model" --method "$m" --ratios 0.5,0.75 --samples 2 "${short[@]}" \
