@@ -27,16 +27,8 @@ struct Outcome {
   double forwards = 0;   // sample scores over all seeds
 };
 
-/// The main job's search settings above rho 0.5 (scripts/main-job.cfg): 16
-/// samples, racing, Stage 1 screened on 4, budgets 16.
 bosch::Options main_job(std::uint64_t seed, bool flips) {
-  bosch::Options o;
-  o.target_ratio = 0.75;
-  o.seed = seed;
-  o.race = true;
-  o.probe_samples = 4;
-  o.chunk_budget = 16;
-  o.refine_budget = 16;
+  bosch::Options o = bosch::test::main_job_options(seed);
   o.refine_flips = flips;
   return o;
 }

@@ -378,21 +378,46 @@ struct CostedEvaluator {
 
 namespace bosch::test {
 
-/// Per-sample noise on any planted objective, making it a
-/// bosch::PerSampleEvaluator (racing) and a bosch::CostedEvaluator. There are
-/// N = tasks * per_task samples, sample s belonging to task s / per_task
-/// (task-major, as a task suite lists them); sample s scores
-///
-///     f(m) + sigma * task_scale[task] * (e_s(m) - mean_t e_t(m)),
-///
-/// with f the planted objective and e_s(m) a pseudo-random, roughly normal
-/// draw (sum of four uniforms, centred, unit variance) seeded by the mask's
-/// bits, `seed` and s. The noise sums to zero over the samples, so the score
-/// (their mean) is f(m) up to rounding and the planted optimum stands, while
-/// every single sample is noisy with a known spread. The race order
-/// interleaves the tasks; cost() counts the samples scored (one sample
-/// forward each). `parent_of` remembers, per mask, the hint's reference of
-/// its last scoring (the parent a race compared it with).
+/// The main job's search settings above rho 0.5 (scripts/main-job.cfg) at
+/// rho 0.75: racing, Stage 1 screened on 4 samples, budgets 16.
+inline Options main_job_options(std::uint64_t seed) {
+  Options o;
+  o.target_ratio = 0.75;
+  o.seed = seed;
+  o.race = true;
+  o.probe_samples = 4;
+  o.chunk_budget = 16;
+  o.refine_budget = 16;
+  return o;
+}
+
+/// What HiddenCriticalLayer and LateCostHeads share: samples s = 0..N-1 with
+/// a need u_s, scored in sample order by Derived::sample_score(m, s), which
+/// makes them bosch::PerSampleEvaluators; `scored` counts the samples scored.
+template <class Derived>
+struct PerSampleProblem {
+  HeadLayout lay;
+  std::vector<double> need;
+  std::size_t scored = 0;
+  explicit PerSampleProblem(HeadLayout l) : lay(l) {}
+  HeadLayout layout() const { return lay; }
+  std::size_t sample_count() const { return need.size(); }
+  std::vector<std::size_t> race_order() const {
+    std::vector<std::size_t> o(need.size());
+    for (std::size_t i = 0; i < o.size(); ++i) o[i] = i;
+    return o;
+  }
+  std::vector<double> score_samples(const HeadMask& m, const EvaluationHint&,
+                                    std::span<const std::size_t> idx) {
+    std::vector<double> out;
+    for (auto s : idx) out.push_back(static_cast<const Derived&>(*this).sample_score(m, s));
+    scored += idx.size();
+    return out;
+  }
+  static double reduce(std::span<const double> v) { return mean_of(v); }
+  double evaluate(const HeadMask& m) { return reduce(score_samples(m, {}, race_order())); }
+};
+
 /// A layer whose worth shows only once the rest of the model is windowed
 /// (docs/algorithm.md §Restoration): every head costs c_h in [0.01, 0.05]
 /// when SWA; each SWA head of the critical layer (the middle one) costs in
@@ -400,24 +425,15 @@ namespace bosch::test {
 /// u_s in [0.5, 1.5] the sample's need. Near all-full (f ~ 0.3) the critical
 /// layer looks like any other; at rho 0.75 (f ~ 0.8) the optimum keeps it
 /// entirely full. Per-sample scores in sample order; `scored` counts samples.
-struct HiddenCriticalLayer {
-  HeadLayout lay;
-  std::vector<double> cost, need;
+struct HiddenCriticalLayer : PerSampleProblem<HiddenCriticalLayer> {
+  std::vector<double> cost;
   int critical;
-  std::size_t scored = 0;
   HiddenCriticalLayer(HeadLayout l, std::uint64_t problem, std::size_t samples)
-      : lay(l), cost(l.size()), critical(l.num_layers / 2) {
+      : PerSampleProblem(l), cost(l.size()), critical(l.num_layers / 2) {
     boost::random::mt19937_64 g(problem);
     boost::random::uniform_real_distribution<double> d(0.01, 0.05), u(0.5, 1.5);
     for (auto& c : cost) c = d(g);
     for (std::size_t s = 0; s < samples; ++s) need.push_back(u(g));
-  }
-  HeadLayout layout() const { return lay; }
-  std::size_t sample_count() const { return need.size(); }
-  std::vector<std::size_t> race_order() const {
-    std::vector<std::size_t> o(need.size());
-    for (std::size_t i = 0; i < o.size(); ++i) o[i] = i;
-    return o;
   }
   double sample_score(const HeadMask& m, std::size_t s) const {
     const int H = lay.num_kv_heads;
@@ -432,15 +448,6 @@ struct HiddenCriticalLayer {
     const double f = static_cast<double>(others) / ((lay.num_layers - 1) * H);
     return v - crit * 3.0 * std::pow(f, 4) * need[s];
   }
-  std::vector<double> score_samples(const HeadMask& m, const EvaluationHint&,
-                                    std::span<const std::size_t> idx) {
-    std::vector<double> out;
-    for (auto s : idx) out.push_back(sample_score(m, s));
-    scored += idx.size();
-    return out;
-  }
-  static double reduce(std::span<const double> v) { return mean_of(v); }
-  double evaluate(const HeadMask& m) { return reduce(score_samples(m, {}, race_order())); }
   /// The optimum with t SWA heads: the critical layer full, the t cheapest heads elsewhere.
   double optimum(std::size_t t) const {
     std::vector<double> c;
@@ -462,12 +469,10 @@ struct HiddenCriticalLayer {
 /// drops, so at a high ratio the plan's counts are wrong in many layers, and
 /// the optimum (the t heads of lowest a_i + b_i f^4 mean(u), f = t / n) lies
 /// many cross-layer swaps away, each of them an improvement by itself.
-struct LateCostHeads {
-  HeadLayout lay;
-  std::vector<double> early, late_cost, need;
-  std::size_t scored = 0;
+struct LateCostHeads : PerSampleProblem<LateCostHeads> {
+  std::vector<double> early, late_cost;
   LateCostHeads(HeadLayout l, std::uint64_t problem, std::size_t samples, double late = 0.2)
-      : lay(l), early(l.size()), late_cost(l.size()) {
+      : PerSampleProblem(l), early(l.size()), late_cost(l.size()) {
     boost::random::mt19937_64 g(problem);
     boost::random::uniform_real_distribution<double> a(0.01, 0.05), small(0.0, 0.02), large(0.2, 0.5),
         u(0.5, 1.5), pick(0.0, 1.0);
@@ -476,13 +481,6 @@ struct LateCostHeads {
       late_cost[i] = pick(g) < late ? large(g) : small(g);
     }
     for (std::size_t s = 0; s < samples; ++s) need.push_back(u(g));
-  }
-  HeadLayout layout() const { return lay; }
-  std::size_t sample_count() const { return need.size(); }
-  std::vector<std::size_t> race_order() const {
-    std::vector<std::size_t> o(need.size());
-    for (std::size_t i = 0; i < o.size(); ++i) o[i] = i;
-    return o;
   }
   double fraction(const HeadMask& m) const {
     return static_cast<double>(m.count()) / static_cast<double>(lay.size());
@@ -494,15 +492,6 @@ struct LateCostHeads {
       if (m[i]) v -= early[i] + late_cost[i] * f4 * need[s];
     return v;
   }
-  std::vector<double> score_samples(const HeadMask& m, const EvaluationHint&,
-                                    std::span<const std::size_t> idx) {
-    std::vector<double> out;
-    for (auto s : idx) out.push_back(sample_score(m, s));
-    scored += idx.size();
-    return out;
-  }
-  static double reduce(std::span<const double> v) { return mean_of(v); }
-  double evaluate(const HeadMask& m) { return reduce(score_samples(m, {}, race_order())); }
   /// The optimum with t SWA heads: the t heads of lowest cost at f = t / n.
   double optimum(std::size_t t) const {
     const double f4 = std::pow(static_cast<double>(t) / static_cast<double>(lay.size()), 4);
@@ -516,6 +505,21 @@ struct LateCostHeads {
   }
 };
 
+/// Per-sample noise on any planted objective, making it a
+/// bosch::PerSampleEvaluator (racing) and a bosch::CostedEvaluator. There are
+/// N = tasks * per_task samples, sample s belonging to task s / per_task
+/// (task-major, as a task suite lists them); sample s scores
+///
+///     f(m) + sigma * task_scale[task] * (e_s(m) - mean_t e_t(m)),
+///
+/// with f the planted objective and e_s(m) a pseudo-random, roughly normal
+/// draw (sum of four uniforms, centred, unit variance) seeded by the mask's
+/// bits, `seed` and s. The noise sums to zero over the samples, so the score
+/// (their mean) is f(m) up to rounding and the planted optimum stands, while
+/// every single sample is noisy with a known spread. The race order
+/// interleaves the tasks; cost() counts the samples scored (one sample
+/// forward each). `parent_of` remembers, per mask, the hint's reference of
+/// its last scoring (the parent a race compared it with).
 template <class Inner>
 struct NoisySamples {
   Inner inner;

@@ -31,13 +31,7 @@ Outcome run(std::size_t restore, int layers) {
   Outcome out;
   for (std::uint64_t seed = 0; seed < 8; ++seed) {
     bosch::test::HiddenCriticalLayer e(bosch::HeadLayout{layers, 9, 3}, 100 + seed, 8);
-    bosch::Options o;  // the main job's search settings (scripts/main-job.cfg)
-    o.target_ratio = 0.75;
-    o.seed = seed;
-    o.race = true;
-    o.probe_samples = 4;
-    o.chunk_budget = 16;
-    o.refine_budget = 16;
+    bosch::Options o = bosch::test::main_job_options(seed);
     o.restore_layers = restore;
     const auto r = bosch::select(e, o);
     int swa = 0;

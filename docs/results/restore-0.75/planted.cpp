@@ -17,13 +17,7 @@ int main(int argc, char** argv) {
   std::printf("restore_layers %zu, %d layers: critical layer's SWA heads per seed:", restore, L);
   for (std::uint64_t seed = 0; seed < 8; ++seed) {
     bosch::test::HiddenCriticalLayer e(bosch::HeadLayout{L, 9, 3}, 100 + seed, 8);
-    bosch::Options o;
-    o.target_ratio = 0.75;
-    o.seed = seed;
-    o.race = true;
-    o.probe_samples = 4;
-    o.chunk_budget = 16;
-    o.refine_budget = 16;
+    bosch::Options o = bosch::test::main_job_options(seed);
     o.restore_layers = restore;
     const auto r = bosch::select(e, o);
     int crit = 0;

@@ -189,7 +189,7 @@ class search_run {
 
   /// Evaluations the layer restoration (one per layer and its tries) and the
   /// flip sweep (one per head) plan.
-  std::size_t restore_plan() const {
+  std::size_t refine_extras_plan() const {
     return (options_.restore_layers > 0 ? static_cast<std::size_t>(layout_.num_layers) + options_.restore_layers : 0) +
            (options_.refine_flips && options_.refine_budget > 0 ? layout_.size() : 0);
   }
@@ -209,7 +209,7 @@ class search_run {
     } else {
       n += search::planned_probe_evaluations(layout_, o);
       if (o.variant != Variant::single) n += planned_uniform_groups();
-      if (o.variant == Variant::full) n += o.refine_budget + restore_plan();
+      if (o.variant == Variant::full) n += o.refine_budget + refine_extras_plan();
     }
     if (o.max_evaluations > 0) n = std::min(n, o.max_evaluations);
     return n;
@@ -251,7 +251,7 @@ class search_run {
     std::size_t n = obj_.evaluations() + 1;
     if (o.variant != Variant::single)
       n += search::planned_group_evaluations(layout_, counts_, buckets, o);
-    if (o.variant == Variant::full) n += o.refine_budget + restore_plan();
+    if (o.variant == Variant::full) n += o.refine_budget + refine_extras_plan();
     planned_ = o.max_evaluations > 0 ? std::min(n, o.max_evaluations) : n;
     end(Stage::ratios);
 
