@@ -183,6 +183,14 @@ class Objective {
     if (it == cache_.end() || it->second.eliminated) return std::nullopt;
     return it->second.score;
   }
+  /// The per-sample scores this search has of `mask`, in race order (all of
+  /// them when scored in full with racing on, the first ones when screened
+  /// or eliminated by a race); empty without racing or when unknown.
+  std::span<const double> sample_scores(const HeadMask& mask) const {
+    auto it = samples_memo_.find(mask);
+    if (it == samples_memo_.end()) return {};
+    return it->second;
+  }
   /// Whether `mask` was scored in this search (in full or eliminated by a race).
   bool known(const HeadMask& mask) const { return cache_.count(mask) != 0; }
 

@@ -355,6 +355,18 @@ struct Options {
   /// 1.32-1.53x the sample forwards (docs/results/flips-0.75).
   /// Default off while the four draws and a cheaper sweep are measured.
   bool refine_flips = false;
+  /// Jackknife plans [I] (docs/algorithm.md §Jackknife plans): Stage 2's plan
+  /// is recomputed with each of Stage 1's samples left out in turn (the
+  /// first probe_samples of the race order, one per task: a plan that no
+  /// single task's sample decides); up to this many distinct plans other
+  /// than Stage 2's have their Stage 3 start masks raced against the plan's
+  /// on every sample, and Stage 3 starts from the best. At high ratios the
+  /// plan, not Stage 3 or the refinement, decides where a search lands (on
+  /// SmolLM2 at rho 0.75 the start's score ordered four calibration draws as
+  /// held-out does), and Stage 1 reads it from a few samples. Needs racing
+  /// and screened probes (per-sample scores) and group_init stage1 or full.
+  /// 0 = off (default).
+  std::size_t plan_candidates = 0;
 
   // --- layer variant -------------------------------------------------------------------
   /// Evaluations of the whole-layer search; 0 (default) = the number the full
@@ -515,6 +527,9 @@ void for_each_option(F&& f) {
   f(OptionField<bool>{"refine_flips", &O::refine_flips,
       "before the refinement, score every single-head flip of its start (screened on probe_samples, "
       "paired against it), so the surrogate ranks the refinement's swaps from each head's measured effect"});
+  f(OptionField<std::size_t>{"plan_candidates", &O::plan_candidates,
+      "Stage 2's plan recomputed with each Stage 1 sample left out; up to N distinct such plans race "
+      "their Stage 3 starts against the plan's on every sample, the best one is searched (0 = off)"});
   f(OptionField<std::size_t>{"layer_budget", &O::layer_budget,
       "layer variant: evaluations of the whole-layer search (0 = like-for-like)"});
   f(OptionField<InnerSolver>{"inner_solver", &O::inner_solver,

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -505,6 +506,81 @@ struct LateCostHeads : PerSampleProblem<LateCostHeads> {
   }
 };
 
+/// A screening sample that misleads Stage 2 (Options::plan_candidates): SWA
+/// head i costs c_i in [0.01, 0.05] on every sample, and a layer entirely SWA
+/// costs p_l more: 0.3 for the decoys (every fourth layer, from layer 1),
+/// [0, 0.05] for the others. On sample 0, the first of the race order and so
+/// in every Stage 1 screen, a decoy entirely SWA scores `bonus` (2) higher:
+/// on a screen of 4 samples the decoys look the cheapest layers to complete
+/// (0.3 - 2/4 < 0), over all N samples they cost 0.3 - 2/N (0.175 at N =
+/// 16). At rho 0.75 with 16 layers of 3 KV heads, Stage 2 completes 4
+/// layers, the 4 decoys, and the optimum completes none of them.
+struct MisleadingSample : PerSampleProblem<MisleadingSample> {
+  std::vector<double> cost, complete;
+  std::vector<bool> decoy;
+  double bonus = 2.0;
+  MisleadingSample(HeadLayout l, std::uint64_t problem, std::size_t samples)
+      : PerSampleProblem(l), cost(l.size()), complete(static_cast<std::size_t>(l.num_layers)),
+        decoy(static_cast<std::size_t>(l.num_layers)) {
+    boost::random::mt19937_64 g(problem);
+    boost::random::uniform_real_distribution<double> c(0.01, 0.05), p(0.0, 0.05), u(0.5, 1.5);
+    for (auto& x : cost) x = c(g);
+    for (std::size_t l = 0; l < complete.size(); ++l) {
+      decoy[l] = l % 4 == 1;
+      complete[l] = decoy[l] ? 0.3 : p(g);
+    }
+    for (std::size_t s = 0; s < samples; ++s) need.push_back(u(g));  // unused: one per sample
+  }
+  int decoys_complete(const HeadMask& m) const {
+    int n = 0;
+    for (int l = 0; l < lay.num_layers; ++l)
+      n += decoy[static_cast<std::size_t>(l)] && m.count_in_layer(l) == lay.num_kv_heads;
+    return n;
+  }
+  double sample_score(const HeadMask& m, std::size_t s) const {
+    const int H = lay.num_kv_heads;
+    double v = 0;
+    for (int l = 0; l < lay.num_layers; ++l) {
+      int n = 0;
+      for (int k = 0; k < H; ++k)
+        if (m.swa(l, k)) {
+          v -= cost[static_cast<std::size_t>(l * H + k)];
+          ++n;
+        }
+      const std::size_t li = static_cast<std::size_t>(l);
+      if (n == H) v -= complete[li] - (decoy[li] && s == 0 ? bonus : 0.0);
+    }
+    return v;
+  }
+  /// The optimum with t SWA heads (of the mean over the samples): per layer
+  /// j heads cost its j cheapest, plus its mean completion cost when j = Hkv;
+  /// a knapsack over the layers.
+  double optimum(std::size_t t) const {
+    const int H = lay.num_kv_heads;
+    const double ninf = -std::numeric_limits<double>::infinity();
+    std::vector<double> best(t + 1, ninf);
+    best[0] = 0;
+    for (int l = 0; l < lay.num_layers; ++l) {
+      std::vector<double> c(cost.begin() + l * H, cost.begin() + (l + 1) * H);
+      std::sort(c.begin(), c.end());
+      const std::size_t li = static_cast<std::size_t>(l);
+      std::vector<double> next(t + 1, ninf);
+      for (std::size_t have = 0; have <= t; ++have) {
+        if (best[have] == ninf) continue;
+        double v = 0;
+        for (int j = 0; j <= H && have + static_cast<std::size_t>(j) <= t; ++j) {
+          if (j > 0) v -= c[static_cast<std::size_t>(j - 1)];
+          double w = v;
+          if (j == H) w -= complete[li] - (decoy[li] ? bonus / static_cast<double>(need.size()) : 0.0);
+          next[have + static_cast<std::size_t>(j)] = std::max(next[have + static_cast<std::size_t>(j)], best[have] + w);
+        }
+      }
+      best = std::move(next);
+    }
+    return best[t];
+  }
+};
+
 /// Per-sample noise on any planted objective, making it a
 /// bosch::PerSampleEvaluator (racing) and a bosch::CostedEvaluator. There are
 /// N = tasks * per_task samples, sample s belonging to task s / per_task
@@ -512,7 +588,8 @@ struct LateCostHeads : PerSampleProblem<LateCostHeads> {
 ///
 ///     f(m) + sigma * task_scale[task] * (e_s(m) - mean_t e_t(m)),
 ///
-/// with f the planted objective and e_s(m) a pseudo-random, roughly normal
+/// with f the planted objective (its sample s's score when it has per-sample
+/// scores, sample_score(m, s)) and e_s(m) a pseudo-random, roughly normal
 /// draw (sum of four uniforms, centred, unit variance) seeded by the mask's
 /// bits, `seed` and s. The noise sums to zero over the samples, so the score
 /// (their mean) is f(m) up to rounding and the planted optimum stands, while
@@ -558,10 +635,16 @@ struct NoisySamples {
   }
   std::vector<double> score_samples(const HeadMask& m, const EvaluationHint& h, std::span<const std::size_t> idx) {
     if (h.reference) parent_of.insert_or_assign(m, *h.reference);
-    const double f = inner.evaluate(m);
     const std::vector<double> e = noise(m);
     std::vector<double> out;
-    for (std::size_t s : idx) out.push_back(f + sigma * task_scale[(s / per_task) % task_scale.size()] * e[s]);
+    if constexpr (requires { inner.sample_score(m, std::size_t{0}); }) {
+      for (std::size_t s : idx)
+        out.push_back(inner.sample_score(m, s) + sigma * task_scale[(s / per_task) % task_scale.size()] * e[s]);
+      inner.scored += idx.size();
+    } else {
+      const double f = inner.evaluate(m);
+      for (std::size_t s : idx) out.push_back(f + sigma * task_scale[(s / per_task) % task_scale.size()] * e[s]);
+    }
     scored += idx.size();
     return out;
   }

@@ -33,6 +33,7 @@
 #include <bosch/objective.hpp>
 #include <bosch/options.hpp>
 #include <bosch/search/grouped.hpp>
+#include <bosch/search/plans.hpp>
 #include <bosch/search/probes.hpp>
 #include <bosch/search/ratios.hpp>
 #include <bosch/search/rng.hpp>
@@ -187,10 +188,12 @@ class search_run {
     return search::planned_group_evaluations(layout_, counts, {all}, options_);
   }
 
-  /// Evaluations the layer restoration (one per layer and its tries) and the
-  /// flip sweep (one per head) plan.
-  std::size_t refine_extras_plan() const {
-    return (options_.restore_layers > 0 ? static_cast<std::size_t>(layout_.num_layers) + options_.restore_layers : 0) +
+  /// Evaluations the optional steps of the full variant plan: the jackknife
+  /// plans (Stage 2's start and the candidates), the layer restoration (one
+  /// per layer and its tries) and the flip sweep (one per head).
+  std::size_t extras_plan() const {
+    return (options_.plan_candidates > 0 ? options_.plan_candidates + 1 : 0) +
+           (options_.restore_layers > 0 ? static_cast<std::size_t>(layout_.num_layers) + options_.restore_layers : 0) +
            (options_.refine_flips && options_.refine_budget > 0 ? layout_.size() : 0);
   }
 
@@ -209,7 +212,7 @@ class search_run {
     } else {
       n += search::planned_probe_evaluations(layout_, o);
       if (o.variant != Variant::single) n += planned_uniform_groups();
-      if (o.variant == Variant::full) n += o.refine_budget + refine_extras_plan();
+      if (o.variant == Variant::full) n += o.refine_budget + extras_plan();
     }
     if (o.max_evaluations > 0) n = std::min(n, o.max_evaluations);
     return n;
@@ -251,7 +254,7 @@ class search_run {
     std::size_t n = obj_.evaluations() + 1;
     if (o.variant != Variant::single)
       n += search::planned_group_evaluations(layout_, counts_, buckets, o);
-    if (o.variant == Variant::full) n += o.refine_budget + refine_extras_plan();
+    if (o.variant == Variant::full) n += o.refine_budget + extras_plan();
     planned_ = o.max_evaluations > 0 ? std::min(n, o.max_evaluations) : n;
     end(Stage::ratios);
 
@@ -287,6 +290,9 @@ class search_run {
       };
     }
     if (!begin(Stage::groups)) return false;
+    if (o.variant == Variant::full && o.plan_candidates > 0 && o.group_init != GroupInit::random &&
+        !choose_plan(incumbent, buckets, prep))
+      return false;
     if (o.variant == Variant::full && best_seed_) {
       // Warm start: the best candidate replaces Stage 2's plan when it scores
       // higher than the plan's start (its per-layer counts become the plan).
@@ -312,6 +318,91 @@ class search_run {
       if (!refined) return false;
     }
     return true;
+  }
+
+  /// Stage 1's per-sample drops (search::SampleDrops; empty rows without
+  /// per-sample scores): with completion probes, each layer's completion
+  /// drop (the final cascade minus the cascade with that layer entirely
+  /// SWA), else each layer's drop as Options::drop_mode defines it, from the
+  /// cascade as it stood after that layer's probe (the final cascade with
+  /// the layers below it full).
+  search::SampleDrops stage1_sample_drops() const {
+    const int L = layout_.num_layers, H = layout_.num_kv_heads;
+    const HeadMask& cascade = probes_->cascade;
+    search::SampleDrops d(static_cast<std::size_t>(L));
+    if (!probes_->completion_drops.empty()) {
+      for (int l = 0; l < L; ++l) {
+        HeadMask m = cascade;
+        for (int k = 0; k < H; ++k) m.set(l, k, true);
+        d[static_cast<std::size_t>(l)] = search::sample_drops(obj_.sample_scores(cascade), obj_.sample_scores(m));
+      }
+      return d;
+    }
+    const HeadMask full(layout_);
+    HeadMask above = full;  // the cascade before layer l's probe
+    for (int l = L - 1; l >= 0; --l) {
+      HeadMask after = cascade;  // ... and after it
+      for (int j = 0; j < l; ++j)
+        for (int k = 0; k < H; ++k) after.set(j, k, false);
+      const HeadMask& before = options_.drop_mode == DropMode::marginal ? above : full;
+      d[static_cast<std::size_t>(l)] = search::sample_drops(obj_.sample_scores(before), obj_.sample_scores(after));
+      above = std::move(after);
+    }
+    return d;
+  }
+
+  /// The Stage 3 start of per-layer `counts`: the final cascade, each layer
+  /// resized by Stage 1's head values.
+  HeadMask plan_start(const std::vector<int>& counts) const {
+    HeadMask m = probes_->cascade;
+    for (int l = 0; l < layout_.num_layers; ++l)
+      search::resize_layer(m, l, counts[static_cast<std::size_t>(l)],
+                           probes_->head_values[static_cast<std::size_t>(l)]);
+    return m;
+  }
+
+  /// The jackknife plans (Options::plan_candidates, docs/algorithm.md
+  /// §Jackknife plans), logged in Stage 3: Stage 2's plan is recomputed from
+  /// Stage 1's per-sample drops with each sample left out in turn; the
+  /// start masks of up to plan_candidates distinct other plans are raced
+  /// against the plan's start (scored on every sample); when one scores
+  /// higher, its counts become the plan and its start Stage 3's incumbent.
+  /// False when the search stopped or ran out of budget.
+  bool choose_plan(HeadMask& incumbent, std::vector<std::vector<int>>& buckets,
+                   std::function<void(HeadMask&, int)>& prep) {
+    std::function<std::vector<int>(const std::vector<double>&)> plan;
+    if (!probes_->completion_drops.empty())
+      plan = [this](const std::vector<double>& d) {
+        return search::assign_completion(layout_, d, probes_->heads_per_layer, target_).counts;
+      };
+    else
+      plan = [this](const std::vector<double>& d) { return search::assign_ratios(layout_, d, target_, options_).counts; };
+    const auto alternatives = search::jackknife_plans(stage1_sample_drops(), plan, counts_, options_.plan_candidates);
+    if (alternatives.empty()) return !obj_.stopped();
+    const HeadMask start = prep ? complete_plan() : incumbent;
+    const auto s = obj_.evaluate(start, &probes_->cascade);
+    if (!s) return false;
+    std::vector<HeadMask> starts;
+    for (const auto& c : alternatives) starts.push_back(plan_start(c));
+    if (obj_.allow(starts.size()) < starts.size()) return false;
+    const auto out = obj_.compete(starts, start, *s);
+    std::optional<std::size_t> won;
+    double best = *s;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (out[i].eliminated) continue;
+      if (!out[i].score) return false;
+      if (*out[i].score > best) {
+        best = *out[i].score;
+        won = i;
+      }
+    }
+    if (won) {
+      counts_ = alternatives[*won];
+      buckets = search::ratio_buckets(counts_);
+      incumbent = starts[*won];
+      prep = {};
+    }
+    return !obj_.stopped();
   }
 
   /// Solves the one-group sub-problem search::single_group(start, units,
