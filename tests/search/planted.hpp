@@ -525,9 +525,9 @@ struct MisleadingSample : PerSampleProblem<MisleadingSample> {
     boost::random::mt19937_64 g(problem);
     boost::random::uniform_real_distribution<double> c(0.01, 0.05), p(0.0, 0.05), u(0.5, 1.5);
     for (auto& x : cost) x = c(g);
-    for (std::size_t l = 0; l < complete.size(); ++l) {
-      decoy[l] = l % 4 == 1;
-      complete[l] = decoy[l] ? 0.3 : p(g);
+    for (std::size_t j = 0; j < complete.size(); ++j) {
+      decoy[j] = j % 4 == 1;
+      complete[j] = decoy[j] ? 0.3 : p(g);
     }
     for (std::size_t s = 0; s < samples; ++s) need.push_back(u(g));  // unused: one per sample
   }
