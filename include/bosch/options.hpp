@@ -355,6 +355,16 @@ struct Options {
   /// on the good draw and the spread between draws unchanged, for
   /// 1.32-1.53x the sample forwards (docs/results/flips-0.75). Default off.
   bool refine_flips = false;
+  /// Two climbs [I] (docs/algorithm.md §Two climbs): the refinement runs
+  /// twice from Stage 3's result, first as without this option, then with
+  /// the flip sweep, each climb racing its steps against its own best mask;
+  /// the search returns the better end by calibration score (as always, the
+  /// best exact-count mask seen). On SmolLM2 at rho 0.75 each change to the
+  /// climb lifted some calibration draws and lowered others, and in all six
+  /// pairs of arms measured the arm with the higher calibration score held
+  /// out better (docs/results/flips-0.75, plans-0.75). Costs the sweep and
+  /// a second refinement budget. Default off while it is measured.
+  bool refine_both = false;
   /// Jackknife plans [I] (docs/algorithm.md §Jackknife plans): Stage 2's plan
   /// is recomputed with each of Stage 1's samples left out in turn (the
   /// first probe_samples of the race order, one per task: a plan that no
@@ -529,6 +539,9 @@ void for_each_option(F&& f) {
   f(OptionField<bool>{"refine_flips", &O::refine_flips,
       "before the refinement, score every single-head flip of its start (screened on probe_samples, "
       "paired against it), so the surrogate ranks the refinement's swaps from each head's measured effect"});
+  f(OptionField<bool>{"refine_both", &O::refine_both,
+      "run the refinement twice from Stage 3's result, without and with the flip sweep, and keep the better "
+      "end by calibration score"});
   f(OptionField<std::size_t>{"plan_candidates", &O::plan_candidates,
       "Stage 2's plan recomputed with each Stage 1 sample left out; up to N distinct such plans race "
       "their Stage 3 starts against the plan's on every sample, the best one is searched (0 = off)"});

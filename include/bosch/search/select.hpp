@@ -190,11 +190,15 @@ class search_run {
 
   /// Evaluations the optional steps of the full variant plan: the jackknife
   /// plans (Stage 2's start and the candidates), the layer restoration (one
-  /// per layer and its tries) and the flip sweep (one per head).
+  /// per layer and its tries), the flip sweep (one per head) and the second
+  /// climb of Options::refine_both.
   std::size_t extras_plan() const {
     return (options_.plan_candidates > 0 ? options_.plan_candidates + 1 : 0) +
            (options_.restore_layers > 0 ? static_cast<std::size_t>(layout_.num_layers) + options_.restore_layers : 0) +
-           (options_.refine_flips && options_.refine_budget > 0 ? layout_.size() : 0);
+           (options_.refine_budget == 0 ? 0
+            : options_.refine_both    ? options_.refine_budget + layout_.size()
+            : options_.refine_flips   ? layout_.size()
+                                      : 0);
   }
 
   std::size_t layer_budget() const {
@@ -496,24 +500,37 @@ class search_run {
   }
 
   /// The global refinement (Options::refine_budget): every head a unit, one
-  /// group with the target count, from the best exact-count mask so far.
+  /// group with the target count, from the best exact-count mask so far;
+  /// with Options::refine_both two climbs from that start, without and with
+  /// the flip sweep, and `candidate` becomes the better end.
   bool refine(HeadMask& candidate) {
-    const std::size_t proposals = std::min(options_.surrogate_proposals, options_.refine_budget);
     const std::optional<double> cs = obj_.cached(candidate);
+    const HeadMask start = (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate;
+    if (!options_.refine_both) return climb(start, options_.refine_flips, candidate);
+    HeadMask plain = start, flipped = start;
+    if (!climb(start, false, plain) || !climb(start, true, flipped)) return false;
+    const std::optional<double> a = obj_.cached(plain), b = obj_.cached(flipped);
+    candidate = (b && (!a || *b > *a)) ? flipped : plain;
+    return !obj_.stopped();
+  }
+
+  /// One climb of the refinement from `start`: with `flips` the flip sweep
+  /// and its steps first, then the local search from the best mask they
+  /// reached, then the surrogate's proposals; `out` becomes its end.
+  bool climb(const HeadMask& start, bool flips, HeadMask& out) {
+    const std::size_t proposals = std::min(options_.surrogate_proposals, options_.refine_budget);
     std::vector<std::vector<std::size_t>> heads(layout_.size());
     for (std::size_t i = 0; i < heads.size(); ++i) heads[i] = {i};
-    const HeadMask start = (obj_.best_mask() && (!cs || obj_.best_score() > *cs)) ? *obj_.best_mask() : candidate;
     HeadMask from = start;
-    if (options_.refine_flips) {
-      std::vector<double> flips;
-      if (!sweep_flips(start, flips) || !flip_steps(start, flips)) return false;
-      if (obj_.best_mask()) from = *obj_.best_mask();
+    if (flips) {
+      std::vector<double> effects;
+      if (!sweep_flips(start, effects) || !flip_steps(start, effects, from)) return false;
     }
     const auto r = solve_one_group(std::move(from), std::move(heads), static_cast<int>(target_),
                                    options_.refine_budget - proposals, search::stream_refine, false, nullptr);
     if (!r) return false;
-    candidate = *r;
-    return propose_model_optimum(candidate, proposals);
+    out = *r;
+    return propose_model_optimum(out, proposals);
   }
 
   /// The flip sweep (Options::refine_flips, docs/algorithm.md
@@ -524,7 +541,7 @@ class search_run {
   /// They are the masks nearest the refinement's start, so its surrogate fits
   /// them first. False when the search stopped or ran out of budget.
   bool sweep_flips(const HeadMask& start, std::vector<double>& scores_out) {
-    if (!options_.refine_flips || options_.refine_budget == 0) return true;
+    if (options_.refine_budget == 0) return true;
     std::vector<HeadMask> flips;
     flips.reserve(layout_.size());
     for (std::size_t i = 0; i < layout_.size(); ++i) {
@@ -550,11 +567,15 @@ class search_run {
   /// positive: the first k of them applied at once, for k = m, m/2, ..., 1
   /// (m such pairs), a line search along the first-order step, since the
   /// effects add up only near `start`; then each pair alone on the best
-  /// mask so far, in order. Every candidate is raced against the best mask.
-  /// False when the search stopped or ran out of budget.
-  bool flip_steps(const HeadMask& start, const std::vector<double>& flips) {
+  /// mask so far, in order. Every candidate is raced against the best mask
+  /// of this climb (`best`, which starts as `start` and ends as the best
+  /// mask the steps reached). False when the search stopped or ran out of
+  /// budget.
+  bool flip_steps(const HeadMask& start, const std::vector<double>& flips, HeadMask& best) {
     const std::optional<double> s0 = obj_.cached(start);
+    best = start;
     if (flips.size() != layout_.size() || !s0) return !obj_.stopped();
+    double best_score = *s0;
     std::vector<std::pair<double, std::size_t>> restore, window;  // (-gain, head)
     for (std::size_t i = 0; i < layout_.size(); ++i)
       (start[i] ? restore : window).emplace_back(-(flips[i] - *s0), i);
@@ -568,33 +589,44 @@ class search_run {
         step.set_flat(restore[j].second, false);
         step.set_flat(window[j].second, true);
       }
-      if (!try_step(step)) return false;
+      if (!try_step(step, best, best_score)) return false;
     }
     // Then the pairs one at a time on the best mask, in order, each kept
     // only when it wins: the effects do not add up far from `start`, so
     // every step is checked.
     for (std::size_t j = 0; j < m && !obj_.stopped(); ++j) {
-      const HeadMask* best = obj_.best_mask();
-      if (best == nullptr) break;
-      if (!(*best)[restore[j].second] || (*best)[window[j].second]) continue;
-      HeadMask step = *best;
+      if (!best[restore[j].second] || best[window[j].second]) continue;
+      HeadMask step = best;
       step.set_flat(restore[j].second, false);
       step.set_flat(window[j].second, true);
-      if (!try_step(step)) return false;
+      if (!try_step(step, best, best_score)) return false;
     }
     return !obj_.stopped();
   }
 
-  /// One step of flip_steps: `step` raced against the best mask unless
-  /// already known. False when the search stopped or ran out of budget.
-  bool try_step(const HeadMask& step) {
-    if (obj_.known(step)) return true;
-    const HeadMask* best = obj_.best_mask();
-    if (best == nullptr) return true;
+  /// One step of flip_steps: `step` raced against `best` (scored
+  /// `best_score`), which it replaces when it scores higher; a step already
+  /// known replaces it when its full score is higher. False when the search
+  /// stopped or ran out of budget.
+  bool try_step(const HeadMask& step, HeadMask& best, double& best_score) {
+    if (obj_.known(step)) {
+      const std::optional<double> c = obj_.cached(step);
+      if (c && *c > best_score) {
+        best = step;
+        best_score = *c;
+      }
+      return true;
+    }
     if (obj_.allow(1) == 0) return false;
-    const HeadMask focus = *best;
-    const auto out = obj_.compete(std::span<const HeadMask>(&step, 1), focus, obj_.best_score());
-    return out[0].eliminated || out[0].score.has_value();
+    const HeadMask focus = best;
+    const auto out = obj_.compete(std::span<const HeadMask>(&step, 1), focus, best_score);
+    if (out[0].eliminated) return true;
+    if (!out[0].score) return false;
+    if (*out[0].score > best_score) {
+      best = step;
+      best_score = *out[0].score;
+    }
+    return true;
   }
 
   /// Up to `n` evaluations of the surrogate's own optimum under the exact
