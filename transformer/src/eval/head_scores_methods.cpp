@@ -267,13 +267,22 @@ HeadScores retrieval_scores(const cpu::Backend& backend, const tasks::TaskSet& c
       }
       std::vector<int> seq(sample.prompt.begin(), sample.prompt.end());
       seq.insert(seq.end(), generated.begin(), generated.end());
-      while (!stopped && static_cast<int>(generated.size()) < budget) {
-        const int pos = static_cast<int>(seq.size()) - 1;
-        const int next = tasks::argmax(backend.forward(seq, full, std::span<const int>(&pos, 1)));
+      if (!stopped && static_cast<int>(generated.size()) < budget) {
+        // The rest greedily through the KV cache: one prefill (its last
+        // logits bitwise those of a forward over seq) and a cheap decode step
+        // per further token, not one whole forward per token (at 4096 tokens
+        // on a 0.5B model that was hours per ranking).
+        std::vector<float> last;
+        auto state = backend.prefill(seq, full, &last, static_cast<int>(seq.size()) + budget);
         out.forwards += 1;
-        if (next == eos) break;
-        generated.push_back(next);
-        seq.push_back(next);
+        while (true) {
+          const int next = tasks::argmax(last);
+          if (next == eos) break;
+          generated.push_back(next);
+          seq.push_back(next);
+          if (static_cast<int>(generated.size()) >= budget) break;
+          last = backend.decode_step(state, next, full);
+        }
       }
       if (generated.empty()) continue;
 
