@@ -360,7 +360,7 @@ struct Options {
   /// the flip sweep, each climb racing its steps against its own best mask;
   /// the search returns the better end by calibration score (as always, the
   /// best exact-count mask seen). On SmolLM2 at rho 0.75 each change to the
-  /// climb lifted some calibration draws and lowered others, and in all six
+  /// climb lifted some calibration draws and lowered others, and in six
   /// pairs of arms measured the arm with the higher calibration score held
   /// out better (docs/results/flips-0.75, plans-0.75). Costs the sweep and
   /// a second refinement budget. On two SmolLM2 draws it returned the plain
@@ -380,7 +380,8 @@ struct Options {
   /// held-out does), and Stage 1 reads it from a few samples. Needs racing
   /// and screened probes (per-sample scores) and group_init stage1 or full.
   /// On SmolLM2 at rho 0.75 it lifted the worst draw by 0.16 nats held out
-  /// and lowered the good one by 0.15 (docs/results/plans-0.75). 0 = off
+  /// and lowered the good one by 0.15; over three draws +0.04 [-0.03, +0.10]
+  /// (docs/results/plans-0.75). 0 = off
   /// (default).
   std::size_t plan_candidates = 0;
 
